@@ -1,0 +1,184 @@
+// Package config decodes Manifold's one YAML file into typed structs and
+// validates it once, at load.
+//
+// Loading runs in three passes over the YAML tree: `${VAR}` references in
+// scalar values are expanded from the environment, every mapping key is
+// checked against the struct it decodes into (an unknown key is an error, not
+// a silent no-op), and the decoded values are validated. Every problem found is
+// reported with the YAML path of the offending key, all at once, so an
+// operator fixes a file in one round. Code downstream of Load trusts the
+// result and never re-checks it.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole file.
+type Config struct {
+	// Listen is the address of the downstream endpoint (POST /mcp).
+	Listen string `yaml:"listen"`
+	// Namespace is "prefix" (URIs become upstream+uri) or "none".
+	Namespace string `yaml:"namespace"`
+	// AllowedOrigins are Origin values accepted besides loopback ones.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// AllowedHosts are Host values accepted besides loopback ones.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// MaxRequestBytes bounds a downstream request body.
+	MaxRequestBytes ByteSize `yaml:"max_request_bytes"`
+	// ShutdownTimeout bounds the drain on SIGINT/SIGTERM.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// CursorSecret signs pagination cursors; replicas behind one load
+	// balancer must share it. Empty means a random per-process secret.
+	CursorSecret string `yaml:"cursor_secret"`
+	// CursorTTL is how long a pagination cursor stays valid.
+	CursorTTL time.Duration `yaml:"cursor_ttl"`
+	Log       Log           `yaml:"log"`
+	Upstreams []Upstream    `yaml:"upstreams"`
+}
+
+// Log configures log/slog output.
+type Log struct {
+	Level  string `yaml:"level"`  // debug | info | warn | error
+	Format string `yaml:"format"` // text | json
+}
+
+// Upstream is one MCP server behind Manifold, reached over HTTP (URL) or
+// stdio (Command).
+type Upstream struct {
+	Name string `yaml:"name"`
+
+	URL            string            `yaml:"url"`
+	Headers        map[string]string `yaml:"headers"`
+	ForwardHeaders []string          `yaml:"forward_headers"`
+	TLS            TLS               `yaml:"tls"`
+
+	Command []string          `yaml:"command"`
+	Env     map[string]string `yaml:"env"`
+	Dir     string            `yaml:"dir"`
+
+	// Protocol pins the revision: "auto" (probe), "2026-07-28" or a legacy one.
+	Protocol string `yaml:"protocol"`
+	// Timeout bounds one upstream call.
+	Timeout time.Duration `yaml:"timeout"`
+	// Retries is how many times an idempotent call is retried after a
+	// connection error or a 502/503/504 (HTTP only). Nil until defaults
+	// are applied, so that an explicit 0 means no retries.
+	Retries *int `yaml:"retries"`
+	// MaxResponseBytes bounds one upstream message.
+	MaxResponseBytes ByteSize `yaml:"max_response_bytes"`
+}
+
+// TLS configures an HTTPS upstream.
+type TLS struct {
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	ServerName         string `yaml:"server_name"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// IsStdio reports whether the upstream is a child process.
+func (u *Upstream) IsStdio() bool { return len(u.Command) > 0 }
+
+// Namespace modes.
+const (
+	NamespacePrefix = "prefix"
+	NamespaceNone   = "none"
+)
+
+// ProtocolAuto makes Manifold probe the upstream's era.
+const ProtocolAuto = "auto"
+
+// Problem is one thing wrong with a file, at a YAML path such as
+// `upstreams[1].timeout`.
+type Problem struct {
+	Path    string
+	Message string
+}
+
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Message
+	}
+	return p.Path + ": " + p.Message
+}
+
+// Error lists every problem found in a file.
+type Error struct {
+	File     string
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d problem(s)", e.File, len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Load reads, expands, decodes and validates the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg, problems := Parse(data, os.LookupEnv)
+	if len(problems) > 0 {
+		return nil, &Error{File: path, Problems: problems}
+	}
+	return cfg, nil
+}
+
+// Parse decodes and validates data, looking `${VAR}` references up with
+// lookup. It returns the config only when there are no problems.
+func Parse(data []byte, lookup func(string) (string, bool)) (*Config, []Problem) {
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, []Problem{{Message: "the file is empty"}}
+		}
+		return nil, []Problem{{Message: "not valid YAML: " + err.Error()}}
+	}
+	var problems []Problem
+	expand(&root, "", lookup, &problems)
+	checkKeys(&root, typeOfConfig, "", &problems)
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	var cfg Config
+	if err := root.Decode(&cfg); err != nil {
+		// checkKeys decodes every leaf, so this is a shape it missed.
+		return nil, decodeProblems(err)
+	}
+	cfg.applyDefaults()
+	problems = cfg.validate()
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	return &cfg, nil
+}
+
+func decodeProblems(err error) []Problem {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		ps := make([]Problem, 0, len(te.Errors))
+		for _, e := range te.Errors {
+			ps = append(ps, Problem{Message: e})
+		}
+		return ps
+	}
+	return []Problem{{Message: err.Error()}}
+}

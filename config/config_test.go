@@ -1,0 +1,79 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestParseDefaultsAndEnv(t *testing.T) {
+	cfg, problems := Parse([]byte(`
+upstreams:
+  - name: docs
+    url: ${DOCS_URL}
+    headers: {Authorization: "Bearer ${TOKEN}"}
+    retries: ${RETRIES:-0}
+    timeout: ${TIMEOUT:-5s}
+  - name: notes
+    command: [files, "${DIR:-/srv/notes}"]
+`), env(map[string]string{"DOCS_URL": "http://127.0.0.1:9001/mcp", "TOKEN": "a: b # not yaml"}))
+	if len(problems) > 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	u := cfg.Upstreams[0]
+	if u.URL != "http://127.0.0.1:9001/mcp" || u.Headers["Authorization"] != "Bearer a: b # not yaml" {
+		t.Errorf("expansion: %+v", u)
+	}
+	if *u.Retries != 0 || u.Timeout != 5*time.Second {
+		t.Errorf("typed defaults from ${VAR:-x}: retries %d timeout %v", *u.Retries, u.Timeout)
+	}
+	if cfg.Upstreams[1].Command[1] != "/srv/notes" || *cfg.Upstreams[1].Retries != DefaultRetries {
+		t.Errorf("second upstream: %+v", cfg.Upstreams[1])
+	}
+	if cfg.Listen != DefaultListen || cfg.Namespace != NamespacePrefix || cfg.MaxRequestBytes != DefaultMaxRequestBytes || u.Protocol != ProtocolAuto {
+		t.Errorf("defaults: %+v", cfg)
+	}
+}
+
+func TestParseProblemsNamePaths(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"upstreams: [{name: a, url: http://x/mcp, extra: 1}]", "upstreams[0].extra: unknown key"},
+		{"upstreams: [{name: a, url: http://x/mcp, tls: {ca_fil: x}}]", `upstreams[0].tls.ca_fil: unknown key (did you mean "ca_file"?)`},
+		{"upstreams: [{name: a, url: http://x/mcp, timeout: forever}]", "upstreams[0].timeout:"},
+		{"upstreams: [{name: a, url: http://x/mcp, max_response_bytes: 10XB}]", "upstreams[0].max_response_bytes: invalid size"},
+		{"upstreams: {name: a}", "upstreams: must be a list"},
+		{"upstreams: []", "upstreams: at least one upstream is required"},
+		{"upstreams: [{name: -a, url: http://x/mcp}]", "upstreams[0].name:"},
+		{"upstreams: [{name: a, url: http://u:p@x/mcp}]", "upstreams[0].url: must not carry credentials"},
+		{"upstreams: [{name: a, command: [x], headers: {A: b}}]", "upstreams[0].headers: headers and forward_headers apply to HTTP"},
+		{"upstreams: [{name: a, url: http://x/mcp, headers: {Mcp-Session-Id: x}}]", "upstreams[0].headers.Mcp-Session-Id: is managed by Manifold"},
+		{"upstreams: [{name: a, url: http://x/mcp, tls: {cert_file: /nonexistent}}]", "upstreams[0].tls: cert_file and key_file go together"},
+		{"cursor_secret: short\nupstreams: [{name: a, url: http://x/mcp}]", "cursor_secret: must be at least 16 characters"},
+		{"log: {level: loud}\nupstreams: [{name: a, url: http://x/mcp}]", "log.level:"},
+		{"", "the file is empty"},
+		{"listen: [", "not valid YAML"},
+	} {
+		_, problems := Parse([]byte(c.yaml), env(nil))
+		var all []string
+		for _, p := range problems {
+			all = append(all, p.String())
+		}
+		if !strings.Contains(strings.Join(all, "\n"), c.want) {
+			t.Errorf("%q: problems %q lack %q", c.yaml, all, c.want)
+		}
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	cfg, problems := Parse([]byte("max_request_bytes: 512KiB\nupstreams: [{name: a, url: http://x/mcp, max_response_bytes: 2MB}]"), env(nil))
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	if cfg.MaxRequestBytes != 512<<10 || cfg.Upstreams[0].MaxResponseBytes != 2e6 {
+		t.Errorf("sizes: %d %d", cfg.MaxRequestBytes, cfg.Upstreams[0].MaxResponseBytes)
+	}
+}

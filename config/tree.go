@@ -1,0 +1,196 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+var typeOfConfig = reflect.TypeFor[Config]()
+
+// envRef matches ${VAR} and ${VAR:-default}.
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// expand replaces environment references in every scalar value (not keys).
+// Expanding the tree rather than the text keeps a value containing YAML
+// syntax, such as a token with ": " in it, a plain string.
+func expand(n *yaml.Node, path string, lookup func(string) (string, bool), problems *[]Problem) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			expand(c, path, lookup, problems)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			expand(n.Content[i+1], join(path, n.Content[i].Value), lookup, problems)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			expand(c, fmt.Sprintf("%s[%d]", path, i), lookup, problems)
+		}
+	case yaml.ScalarNode:
+		if !strings.Contains(n.Value, "${") {
+			return
+		}
+		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+			m := envRef.FindStringSubmatch(ref)
+			if v, ok := lookup(m[1]); ok && v != "" {
+				return v
+			}
+			if m[2] != "" {
+				return m[3]
+			}
+			*problems = append(*problems, Problem{Path: path, Message: fmt.Sprintf("environment variable %s is not set", m[1])})
+			return ""
+		})
+		// The parser typed the value from its unexpanded text (a string);
+		// type it again from what it became, so `retries: ${RETRIES}` is an
+		// int. A quoted or explicitly tagged value keeps its type.
+		if n.Style&(yaml.TaggedStyle|yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 {
+			n.Tag = ""
+		}
+	}
+}
+
+// checkKeys walks n against t, reporting unknown keys, shape mismatches and
+// values that do not decode, each at its own path.
+func checkKeys(n *yaml.Node, t reflect.Type, path string, problems *[]Problem) {
+	if n.Kind == yaml.DocumentNode {
+		for _, c := range n.Content {
+			checkKeys(c, t, path, problems)
+		}
+		return
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Tag == "!!null" {
+		return
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(typeOfUnmarshaler) || t.Kind() != reflect.Struct && t.Kind() != reflect.Map && t.Kind() != reflect.Slice {
+		checkLeaf(n, t, path, problems)
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			*problems = append(*problems, Problem{Path: path, Message: "must be a mapping"})
+			return
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i].Value
+			p := join(path, key)
+			ft, ok := fields[key]
+			if !ok {
+				*problems = append(*problems, Problem{Path: p, Message: "unknown key" + suggest(key, fields)})
+				continue
+			}
+			checkKeys(n.Content[i+1], ft, p, problems)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			*problems = append(*problems, Problem{Path: path, Message: "must be a mapping"})
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), problems)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			*problems = append(*problems, Problem{Path: path, Message: "must be a list"})
+			return
+		}
+		for i, c := range n.Content {
+			checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), problems)
+		}
+	}
+}
+
+var typeOfUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
+
+func checkLeaf(n *yaml.Node, t reflect.Type, path string, problems *[]Problem) {
+	if n.Kind != yaml.ScalarNode {
+		*problems = append(*problems, Problem{Path: path, Message: "must be a single value"})
+		return
+	}
+	if err := n.Decode(reflect.New(t).Interface()); err != nil {
+		msg := err.Error()
+		if i := strings.LastIndex(msg, ": "); i >= 0 && strings.Contains(msg, "line ") {
+			msg = msg[i+2:]
+		}
+		*problems = append(*problems, Problem{Path: path, Message: msg})
+	}
+}
+
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	m := make(map[string]reflect.Type, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		m[name] = f.Type
+	}
+	return m
+}
+
+// suggest names the known key closest to a misspelt one, if any is close.
+func suggest(key string, fields map[string]reflect.Type) string {
+	best, bestDist := "", 3
+	for name := range fields {
+		if d := distance(strings.ToLower(key), name); d < bestDist || d == bestDist && name < best {
+			best, bestDist = name, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// distance is the Levenshtein distance, treating '-' like '_'.
+func distance(a, b string) int {
+	a = strings.ReplaceAll(a, "-", "_")
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// fileReadable is a validation helper for paths named in the config.
+func fileReadable(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}

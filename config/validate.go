@@ -1,0 +1,258 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/manifold-mcp/manifold/mcp"
+)
+
+// ByteSize is a size in bytes, written as a number or with a unit:
+// 1048576, 512KiB, 16MiB, 1GiB (also KB, MB, GB as powers of 1000).
+type ByteSize int64
+
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1},
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	s := strings.TrimSpace(n.Value)
+	mult := int64(1)
+	for _, u := range byteUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 || v > (1<<62)/mult {
+		return fmt.Errorf("invalid size %q (want bytes, or a number with KiB, MiB or GiB)", n.Value)
+	}
+	*b = ByteSize(v * mult)
+	return nil
+}
+
+// Defaults for keys the file leaves out.
+const (
+	DefaultListen           = "127.0.0.1:8080"
+	DefaultMaxRequestBytes  = 1 << 20
+	DefaultShutdownTimeout  = 10 * time.Second
+	DefaultCursorTTL        = time.Hour
+	DefaultTimeout          = 30 * time.Second
+	DefaultRetries          = 2
+	DefaultMaxResponseBytes = 16 << 20
+)
+
+func (c *Config) applyDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Namespace == "" {
+		c.Namespace = NamespacePrefix
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.CursorTTL == 0 {
+		c.CursorTTL = DefaultCursorTTL
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		if u.Protocol == "" {
+			u.Protocol = ProtocolAuto
+		}
+		if u.Timeout == 0 {
+			u.Timeout = DefaultTimeout
+		}
+		if u.Retries == nil {
+			n := DefaultRetries
+			u.Retries = &n
+		}
+		if u.MaxResponseBytes == 0 {
+			u.MaxResponseBytes = DefaultMaxResponseBytes
+		}
+	}
+}
+
+var upstreamName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
+// hopHeaders are connection-scoped or owned by Manifold's own protocol
+// handling; forwarding them would break the upstream exchange.
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Host": true,
+	"Content-Length": true, "Content-Type": true, "Accept": true,
+	"Mcp-Session-Id": true, "Mcp-Protocol-Version": true, "Mcp-Method": true, "Mcp-Name": true,
+}
+
+func (c *Config) validate() []Problem {
+	var ps []Problem
+	bad := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen", "must be host:port: %v", err)
+	}
+	if c.Namespace != NamespacePrefix && c.Namespace != NamespaceNone {
+		bad("namespace", "must be %q or %q, not %q", NamespacePrefix, NamespaceNone, c.Namespace)
+	}
+	for i, o := range c.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" {
+			bad(fmt.Sprintf("allowed_origins[%d]", i), "must be an origin such as https://app.example.com, not %q", o)
+		}
+	}
+	for i, h := range c.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/ ") {
+			bad(fmt.Sprintf("allowed_hosts[%d]", i), "must be a host name or host:port, not %q", h)
+		}
+	}
+	if c.MaxRequestBytes < 1024 {
+		bad("max_request_bytes", "must be at least 1KiB")
+	}
+	if c.ShutdownTimeout < 0 {
+		bad("shutdown_timeout", "must not be negative")
+	}
+	if c.CursorTTL < time.Second {
+		bad("cursor_ttl", "must be at least 1s")
+	}
+	if c.CursorSecret != "" && len(c.CursorSecret) < 16 {
+		bad("cursor_secret", "must be at least 16 characters")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "must be debug, info, warn or error, not %q", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", "must be text or json, not %q", c.Log.Format)
+	}
+	if len(c.Upstreams) == 0 {
+		bad("upstreams", "at least one upstream is required")
+	}
+	seen := map[string]int{}
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		ps = append(ps, u.validate(fmt.Sprintf("upstreams[%d]", i), seen, i)...)
+		if c.Namespace == NamespacePrefix && u.Name != "" && u.Name[0] >= '0' && u.Name[0] <= '9' {
+			bad(fmt.Sprintf("upstreams[%d].name", i), "%q starts with a digit; with namespace: prefix it starts a URI scheme, which must begin with a letter", u.Name)
+		}
+	}
+	return ps
+}
+
+func (u *Upstream) validate(path string, seen map[string]int, i int) []Problem {
+	var ps []Problem
+	bad := func(key, format string, args ...any) {
+		ps = append(ps, Problem{Path: path + "." + key, Message: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case u.Name == "":
+		bad("name", "is required")
+	case !upstreamName.MatchString(u.Name) || len(u.Name) > 63:
+		bad("name", "%q must match [a-z0-9][a-z0-9-]* (at most 63 characters): it becomes a URI scheme prefix", u.Name)
+	default:
+		if j, dup := seen[u.Name]; dup {
+			bad("name", "%q is already the name of upstreams[%d]", u.Name, j)
+		} else {
+			seen[u.Name] = i
+		}
+	}
+	switch {
+	case u.URL == "" && len(u.Command) == 0:
+		bad("url", "an upstream needs url (HTTP) or command (stdio)")
+	case u.URL != "" && len(u.Command) > 0:
+		bad("command", "url and command are exclusive")
+	case u.URL != "":
+		if p, err := url.Parse(u.URL); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			bad("url", "must be an absolute http:// or https:// URL, not %q", u.URL)
+		} else if p.User != nil {
+			bad("url", "must not carry credentials; use headers")
+		}
+	default:
+		if u.Command[0] == "" {
+			bad("command[0]", "the program must not be empty")
+		}
+	}
+	if len(u.Command) == 0 && (len(u.Env) > 0 || u.Dir != "") {
+		bad("env", "env and dir apply to stdio upstreams (command) only")
+	}
+	if len(u.Command) > 0 && (len(u.Headers) > 0 || len(u.ForwardHeaders) > 0) {
+		bad("headers", "headers and forward_headers apply to HTTP upstreams (url) only")
+	}
+	for name := range u.Headers {
+		if !validHeaderName(name) {
+			bad("headers."+name, "not a valid HTTP header name")
+		} else if hopHeaders[http.CanonicalHeaderKey(name)] {
+			bad("headers."+name, "is managed by Manifold and cannot be set")
+		}
+	}
+	for j, name := range u.ForwardHeaders {
+		if !validHeaderName(name) {
+			bad(fmt.Sprintf("forward_headers[%d]", j), "%q is not a valid HTTP header name", name)
+		} else if hopHeaders[http.CanonicalHeaderKey(name)] {
+			bad(fmt.Sprintf("forward_headers[%d]", j), "%q is managed by Manifold and cannot be forwarded", name)
+		}
+	}
+	if u.Protocol != ProtocolAuto && u.Protocol != mcp.Version && !mcp.IsLegacy(u.Protocol) {
+		bad("protocol", "must be auto, %s or one of %s, not %q", mcp.Version, strings.Join(mcp.Legacy, ", "), u.Protocol)
+	}
+	if u.Timeout < 0 {
+		bad("timeout", "must not be negative")
+	}
+	if *u.Retries < 0 || *u.Retries > 10 {
+		bad("retries", "must be between 0 and 10")
+	}
+	if u.MaxResponseBytes < 1024 {
+		bad("max_response_bytes", "must be at least 1KiB")
+	}
+	t := u.TLS
+	if (t != TLS{}) && len(u.Command) > 0 {
+		bad("tls", "applies to HTTP upstreams only")
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		bad("tls", "cert_file and key_file go together")
+	}
+	for _, f := range []struct{ key, path string }{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile}} {
+		if f.path != "" {
+			if err := fileReadable(f.path); err != nil {
+				bad("tls."+f.key, "%v", err)
+			}
+		}
+	}
+	return ps
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}

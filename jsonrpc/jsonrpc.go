@@ -1,0 +1,186 @@
+// Package jsonrpc is Manifold's wire layer: JSON-RPC 2.0 messages whose params
+// and results stay raw JSON.
+//
+// Manifold interprets a handful of fields (a method, a URI, a cursor, the cache
+// hints) and must hand everything else on unchanged: unknown fields, `_meta`,
+// annotations and icons. Keeping params and results as json.RawMessage means a
+// message is decoded only as deep as a caller asks, and whatever a caller does
+// not touch is re-emitted byte for byte.
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// Version is the only JSON-RPC version MCP speaks.
+const Version = "2.0"
+
+// Standard and MCP error codes. The range -32020..-32099 is reserved for the
+// MCP specification; Manifold never invents a code there.
+const (
+	CodeParseError         = -32700
+	CodeInvalidRequest     = -32600
+	CodeMethodNotFound     = -32601
+	CodeInvalidParams      = -32602
+	CodeInternalError      = -32603
+	CodeHeaderMismatch     = -32020
+	CodeMissingCapability  = -32021
+	CodeUnsupportedVersion = -32022
+
+	// CodeLegacyResourceNotFound is what servers of 2025-11-25 and earlier
+	// answer for an unknown resource. It must never leave Manifold.
+	CodeLegacyResourceNotFound = -32002
+)
+
+// Message is any JSON-RPC message: a request (Method and ID), a notification
+// (Method, no ID) or a response (ID with Result or Error).
+type Message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// HasID reports whether the message carries a non-null id.
+func (m *Message) HasID() bool { return len(m.ID) > 0 && !bytes.Equal(m.ID, null) }
+
+// IsRequest reports whether m expects a response.
+func (m *Message) IsRequest() bool { return m.Method != "" && m.HasID() }
+
+// IsNotification reports whether m is a notification.
+func (m *Message) IsNotification() bool { return m.Method != "" && !m.HasID() }
+
+// IsResponse reports whether m answers a request.
+func (m *Message) IsResponse() bool { return m.Method == "" && (m.Result != nil || m.Error != nil) }
+
+var null = []byte("null")
+
+// Error is a JSON-RPC error object. It is also a Go error, so a handler can
+// return one and have it reach the caller with its code intact.
+type Error struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message)
+}
+
+// Errorf builds an Error with a formatted message and no data.
+func Errorf(code int64, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// WithData returns a copy of e carrying data, marshalled. A value that cannot
+// be marshalled is a programming error and panics.
+func (e *Error) WithData(data any) *Error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		panic(fmt.Sprintf("jsonrpc: error data: %v", err))
+	}
+	c := *e
+	c.Data = b
+	return &c
+}
+
+// Decode parses one message and checks its envelope. The error it returns is
+// the JSON-RPC error a server should answer with (-32700 or -32600), carrying
+// the id when one could be read.
+func Decode(data []byte) (*Message, *Error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return nil, Errorf(CodeInvalidRequest, "empty body")
+	}
+	if data[0] == '[' {
+		return nil, Errorf(CodeInvalidRequest, "batch requests are not supported")
+	}
+	if !json.Valid(data) {
+		return nil, Errorf(CodeParseError, "parse error: body is not valid JSON")
+	}
+	if data[0] != '{' {
+		return nil, Errorf(CodeInvalidRequest, "a message must be a JSON object")
+	}
+	var m Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, Errorf(CodeInvalidRequest, "invalid message: %v", err)
+	}
+	if m.JSONRPC != Version {
+		return &m, Errorf(CodeInvalidRequest, `"jsonrpc" must be "2.0"`)
+	}
+	if len(m.ID) > 0 && !validID(m.ID) {
+		m.ID = nil
+		return &m, Errorf(CodeInvalidRequest, `"id" must be a string or an integer`)
+	}
+	if m.Params != nil && !bytes.Equal(m.Params, null) && m.Params[0] != '{' {
+		return &m, Errorf(CodeInvalidRequest, `"params" must be an object`)
+	}
+	if m.Method == "" && m.Result == nil && m.Error == nil {
+		return &m, Errorf(CodeInvalidRequest, `a message needs "method", "result" or "error"`)
+	}
+	return &m, nil
+}
+
+func validID(id json.RawMessage) bool {
+	switch id[0] {
+	case '"':
+		var s string
+		return json.Unmarshal(id, &s) == nil
+	case 'n':
+		return bytes.Equal(id, null)
+	default:
+		_, err := strconv.ParseInt(string(id), 10, 64)
+		return err == nil
+	}
+}
+
+// AppendResult appends the encoding of a successful response. result must be
+// valid JSON; it is copied as is.
+func AppendResult(dst []byte, id json.RawMessage, result []byte) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = appendID(dst, id)
+	dst = append(dst, `,"result":`...)
+	dst = append(dst, result...)
+	return append(dst, '}')
+}
+
+// AppendError appends the encoding of an error response.
+func AppendError(dst []byte, id json.RawMessage, e *Error) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = appendID(dst, id)
+	dst = append(dst, `,"error":`...)
+	b, _ := json.Marshal(e) // an Error always marshals
+	dst = append(dst, b...)
+	return append(dst, '}')
+}
+
+func appendID(dst []byte, id json.RawMessage) []byte {
+	if len(id) == 0 {
+		return append(dst, null...)
+	}
+	return append(dst, id...)
+}
+
+// Notification encodes a notification with the given params (any value that
+// marshals, or json.RawMessage).
+func Notification(method string, params any) ([]byte, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s params: %w", method, err)
+	}
+	return json.Marshal(&Message{JSONRPC: Version, Method: method, Params: p})
+}
+
+// Request encodes a request.
+func Request(id json.RawMessage, method string, params any) ([]byte, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s params: %w", method, err)
+	}
+	return json.Marshal(&Message{JSONRPC: Version, ID: id, Method: method, Params: p})
+}

@@ -1,0 +1,50 @@
+package jsonrpc
+
+import "testing"
+
+func TestDecode(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		code int64 // 0: valid
+		id   string
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{}}`, 0, "1"},
+		{`{"jsonrpc":"2.0","id":"x","method":"m"}`, 0, `"x"`},
+		{`{"jsonrpc":"2.0","method":"n"}`, 0, ""},
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, 0, "1"},
+		{`{"jsonrpc":"2.0","id":1,"method":"m"`, CodeParseError, ""},
+		{`[]`, CodeInvalidRequest, ""},
+		{`7`, CodeInvalidRequest, ""},
+		{`{"jsonrpc":"1.0","id":3,"method":"m"}`, CodeInvalidRequest, "3"},
+		{`{"jsonrpc":"2.0","id":true,"method":"m"}`, CodeInvalidRequest, ""},
+		{`{"jsonrpc":"2.0","id":1.5,"method":"m"}`, CodeInvalidRequest, ""},
+		{`{"jsonrpc":"2.0","id":2,"method":"m","params":[1]}`, CodeInvalidRequest, "2"},
+		{`{"jsonrpc":"2.0","id":2}`, CodeInvalidRequest, "2"},
+		{``, CodeInvalidRequest, ""},
+	} {
+		m, err := Decode([]byte(c.in))
+		switch {
+		case c.code == 0 && err != nil:
+			t.Errorf("%s: %v", c.in, err)
+		case c.code != 0 && (err == nil || err.Code != c.code):
+			t.Errorf("%s: got %v, want code %d", c.in, err, c.code)
+		case c.id != "" && (m == nil || string(m.ID) != c.id):
+			t.Errorf("%s: id %v", c.in, m)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"x"}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := Decode(b)
+		if err == nil && m.IsRequest() {
+			// Whatever decodes must re-encode as a valid response.
+			out := AppendResult(nil, m.ID, []byte(`{}`))
+			if _, err := Decode(out); err != nil {
+				t.Fatalf("re-encoded response invalid: %s", out)
+			}
+		}
+	})
+}

@@ -1,0 +1,142 @@
+// Package mcp holds the vocabulary of the Model Context Protocol that Manifold
+// interprets: protocol revisions, method names, `_meta` keys, the HTTP header
+// mirroring rules, and the few result fields a cache and a router must read.
+//
+// Everything else in a message is opaque to Manifold and stays raw JSON (see
+// package jsonrpc). The types here are deliberately partial: they name the
+// fields Manifold acts on, never the whole schema.
+package mcp
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/manifold-mcp/manifold/jsonrpc"
+)
+
+// Protocol revisions. Manifold serves Version downstream and speaks every
+// revision in Legacy to upstreams.
+const (
+	Version = "2026-07-28"
+
+	Version20251125 = "2025-11-25"
+	Version20250618 = "2025-06-18"
+	Version20250326 = "2025-03-26"
+)
+
+// Legacy lists the session-based revisions Manifold can speak to an upstream,
+// newest first: the order in which it offers them in `initialize`.
+var Legacy = []string{Version20251125, Version20250618, Version20250326}
+
+// IsLegacy reports whether v is a session-based revision Manifold speaks.
+func IsLegacy(v string) bool { return slices.Contains(Legacy, v) }
+
+// Methods.
+const (
+	MethodDiscover           = "server/discover"
+	MethodResourcesList      = "resources/list"
+	MethodTemplatesList      = "resources/templates/list"
+	MethodResourcesRead      = "resources/read"
+	MethodSubscriptions      = "subscriptions/listen"
+	MethodToolsList          = "tools/list"
+	MethodPromptsList        = "prompts/list"
+	MethodInitialize         = "initialize"
+	MethodPing               = "ping"
+	MethodSubscribe          = "resources/subscribe"
+	MethodUnsubscribe        = "resources/unsubscribe"
+	MethodSetLevel           = "logging/setLevel"
+	NotifyInitialized        = "notifications/initialized"
+	NotifyCancelled          = "notifications/cancelled"
+	NotifyProgress           = "notifications/progress"
+	NotifyMessage            = "notifications/message"
+	NotifyAcknowledged       = "notifications/subscriptions/acknowledged"
+	NotifyResourcesChanged   = "notifications/resources/list_changed"
+	NotifyResourceUpdated    = "notifications/resources/updated"
+	NotifyToolsChanged       = "notifications/tools/list_changed"
+	NotifyPromptsChanged     = "notifications/prompts/list_changed"
+	NotifyRootsListChanged   = "notifications/roots/list_changed"
+	MethodCompletionComplete = "completion/complete"
+)
+
+// Removed lists the methods 2026-07-28 dropped; a modern server answers them
+// with -32601.
+var Removed = []string{MethodInitialize, MethodPing, MethodSetLevel, MethodSubscribe, MethodUnsubscribe, NotifyRootsListChanged}
+
+// `_meta` keys.
+const (
+	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	MetaLogLevel           = "io.modelcontextprotocol/logLevel"
+	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	MetaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+	MetaProgressToken      = "progressToken"
+	MetaTraceparent        = "traceparent"
+	MetaTracestate         = "tracestate"
+	MetaBaggage            = "baggage"
+)
+
+// Result fields.
+const (
+	ResultTypeComplete      = "complete"
+	ResultTypeInputRequired = "input_required"
+	ScopePublic             = "public"
+	ScopePrivate            = "private"
+)
+
+// Implementation identifies a client or server.
+type Implementation struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// ServerInfo is how Manifold names itself in every result.
+var ServerInfo = Implementation{Name: "manifold", Version: "0.1.0"}
+
+// ResourcesCapability is the `resources` member of ServerCapabilities.
+type ResourcesCapability struct {
+	ListChanged bool `json:"listChanged,omitempty"`
+	Subscribe   bool `json:"subscribe,omitempty"`
+}
+
+// Capabilities is the part of ServerCapabilities Manifold acts on; other
+// members of an upstream's capabilities are not interpreted.
+type Capabilities struct {
+	Resources *ResourcesCapability `json:"resources,omitempty"`
+	Tools     *struct {
+		ListChanged bool `json:"listChanged,omitempty"`
+	} `json:"tools,omitempty"`
+	Prompts *struct {
+		ListChanged bool `json:"listChanged,omitempty"`
+	} `json:"prompts,omitempty"`
+}
+
+// SubscriptionFilter is the `notifications` member of subscriptions/listen.
+type SubscriptionFilter struct {
+	ToolsListChanged      bool     `json:"toolsListChanged,omitempty"`
+	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
+	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
+	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+}
+
+// NotFoundData is the data of a -32602 resource-not-found error.
+type NotFoundData struct {
+	URI string `json:"uri"`
+}
+
+// Request is one request as it travels through Manifold: decoded once by the
+// downstream endpoint, routed, and re-encoded for each upstream's era. It is
+// Manifold's equivalent of an *http.Request in a reverse proxy.
+type Request struct {
+	Method string
+	// Params holds the params members other than `_meta`, undecoded.
+	Params jsonrpc.Object
+	// Meta is the caller's request `_meta`.
+	Meta jsonrpc.Object
+	// Header is the caller's HTTP header; upstreams pick what their
+	// forward_headers name.
+	Header http.Header
+	// Notify, if set, receives the request-scoped notifications (progress,
+	// log messages) an upstream sends while serving the request.
+	Notify func(*jsonrpc.Message)
+}

@@ -1,0 +1,262 @@
+// Package merge serves one paginated list across many upstreams.
+//
+// A downstream page is built from at most one page of each upstream, fetched
+// in parallel and concatenated in configuration order, so the merged order is
+// deterministic and a page costs at most one round trip per upstream. The
+// downstream cursor is a sealed Cursor carrying every upstream's own next
+// cursor; it is opaque to clients, tamper-evident, and valid on any replica
+// that shares the secret.
+//
+// An upstream that fails is left out of the page (and of the rest of the
+// listing); the page then says ttlMs 0, so no client caches an incomplete
+// list. Cache hints of the parts combine the way a shared cache must read
+// them: the smallest ttlMs, and private if any part is private.
+package merge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/manifold-mcp/manifold/jsonrpc"
+	"github.com/manifold-mcp/manifold/mcp"
+)
+
+// Fetcher fetches one page of a list from one upstream: the upstream's result
+// object, with URIs already in the merged view. req is the caller's request
+// with the upstream's own cursor in its params. A *jsonrpc.Error is the
+// upstream's answer; ErrNoList says the upstream has no such list; any other
+// error is a failure to get one.
+type Fetcher interface {
+	Fetch(ctx context.Context, upstream string, req *mcp.Request) (json.RawMessage, error)
+}
+
+// FetcherFunc adapts a function to Fetcher.
+type FetcherFunc func(ctx context.Context, upstream string, req *mcp.Request) (json.RawMessage, error)
+
+// Fetch calls f.
+func (f FetcherFunc) Fetch(ctx context.Context, upstream string, req *mcp.Request) (json.RawMessage, error) {
+	return f(ctx, upstream, req)
+}
+
+// ErrNoList is what a Fetcher returns for an upstream that does not serve the
+// list at all (it answered -32601): it contributes nothing, and its absence
+// does not make the page incomplete.
+var ErrNoList = errors.New("upstream does not serve this list")
+
+// Merger merges the lists of a fixed set of upstreams.
+type Merger struct {
+	// Upstreams in configuration order: the merge order.
+	Upstreams []string
+	Fetcher   Fetcher
+	Codec     *Codec
+	Log       *slog.Logger
+	// Unique drops an item whose identifying field (uri or uriTemplate)
+	// already appeared earlier in the page, keeping the first upstream's in
+	// configuration order. Needed when URIs are not namespaced.
+	Unique bool
+	// Observe, if set, sees every upstream page that arrives, so a router
+	// can learn which upstream lists what.
+	Observe func(upstream, method string, items []jsonrpc.Object)
+}
+
+// itemsField names the list member of each list method's result, and the
+// member that identifies an item.
+func itemsField(method string) (list, id string, ok bool) {
+	switch method {
+	case mcp.MethodResourcesList:
+		return "resources", "uri", true
+	case mcp.MethodTemplatesList:
+		return "resourceTemplates", "uriTemplate", true
+	case mcp.MethodToolsList:
+		return "tools", "name", true
+	case mcp.MethodPromptsList:
+		return "prompts", "name", true
+	}
+	return "", "", false
+}
+
+// Result is a merged page and its combined cache hints.
+type Result struct {
+	Items      []jsonrpc.Object
+	NextCursor string
+	TTLms      int64
+	Scope      string
+}
+
+// page is one upstream's contribution.
+type page struct {
+	items []jsonrpc.Object
+	next  string
+	ttlMs int64
+	scope string
+	err   error
+}
+
+// List returns the merged page for req, a list request whose params may
+// carry the downstream cursor. It fails only on a bad or stale cursor
+// (ErrBadCursor, ErrStaleCursor).
+func (m *Merger) List(ctx context.Context, req *mcp.Request) (*Result, error) {
+	method := req.Method
+	var cursor string
+	if _, err := req.Params.Get("cursor", &cursor); err != nil {
+		return nil, ErrBadCursor
+	}
+	listField, idField, ok := itemsField(method)
+	if !ok {
+		return nil, fmt.Errorf("merge: %s is not a list method", method)
+	}
+	pending := make(map[string]string, len(m.Upstreams))
+	if cursor == "" {
+		for _, name := range m.Upstreams {
+			pending[name] = ""
+		}
+	} else {
+		c, err := m.Codec.Decode(cursor, method)
+		if err != nil {
+			return nil, err
+		}
+		for name := range c.Pending {
+			if !m.known(name) {
+				return nil, ErrStaleCursor // the configuration changed under it
+			}
+		}
+		pending = c.Pending
+	}
+
+	pages := make([]page, len(m.Upstreams))
+	var wg sync.WaitGroup
+	for i, name := range m.Upstreams {
+		cur, ok := pending[name]
+		if !ok {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pages[i] = m.fetch(ctx, name, req, listField, cur)
+		}()
+	}
+	wg.Wait()
+
+	res := &Result{Items: []jsonrpc.Object{}, TTLms: -1, Scope: mcp.ScopePublic}
+	next := map[string]string{}
+	seen := map[string]string{}
+	for i, name := range m.Upstreams {
+		if _, ok := pending[name]; !ok {
+			continue
+		}
+		p := pages[i]
+		if errors.Is(p.err, ErrNoList) {
+			continue
+		}
+		if p.err != nil {
+			var rpcErr *jsonrpc.Error
+			if pending[name] != "" && errors.As(p.err, &rpcErr) && rpcErr.Code == jsonrpc.CodeInvalidParams {
+				// The upstream no longer honours the cursor we kept for it.
+				return nil, ErrStaleCursor
+			}
+			m.Log.Warn("upstream left out of merged list page", "upstream", name, "method", method, "err", p.err)
+			res.TTLms = 0
+			continue
+		}
+		if m.Observe != nil {
+			m.Observe(name, method, p.items)
+		}
+		for _, item := range p.items {
+			if m.Unique {
+				id := item.String(idField)
+				if first, dup := seen[id]; dup {
+					m.Log.Warn("two upstreams list the same item; keeping the first in configuration order", "method", method, "id", id, "kept", first, "dropped", name)
+					continue
+				}
+				seen[id] = name
+			}
+			res.Items = append(res.Items, item)
+		}
+		if p.next != "" {
+			next[name] = p.next
+		}
+		if res.TTLms < 0 || p.ttlMs < res.TTLms {
+			res.TTLms = p.ttlMs
+		}
+		if p.scope != mcp.ScopePublic {
+			res.Scope = mcp.ScopePrivate
+		}
+	}
+	if res.TTLms < 0 {
+		res.TTLms = 0
+	}
+	if len(next) > 0 {
+		res.NextCursor = m.Codec.Encode(Cursor{Method: method, Pending: next})
+	}
+	return res, nil
+}
+
+func (m *Merger) known(name string) bool {
+	for _, n := range m.Upstreams {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Merger) fetch(ctx context.Context, upstream string, req *mcp.Request, listField, cursor string) page {
+	method := req.Method
+	sub := *req
+	sub.Params = req.Params.Clone()
+	delete(sub.Params, "cursor")
+	if cursor != "" {
+		_ = sub.Params.Set("cursor", cursor)
+	}
+	raw, err := m.Fetcher.Fetch(ctx, upstream, &sub)
+	if err != nil {
+		return page{err: err}
+	}
+	var r struct {
+		ResultType string  `json:"resultType"`
+		NextCursor string  `json:"nextCursor"`
+		TTLms      float64 `json:"ttlMs"`
+		Scope      string  `json:"cacheScope"`
+	}
+	obj, err := jsonrpc.ParseObject(raw)
+	if err == nil {
+		err = json.Unmarshal(raw, &r)
+	}
+	var items []jsonrpc.Object
+	if err == nil {
+		_, err = obj.Get(listField, &items)
+	}
+	if err != nil {
+		return page{err: fmt.Errorf("malformed %s result: %w", method, err)}
+	}
+	if r.ResultType != "" && r.ResultType != mcp.ResultTypeComplete {
+		return page{err: fmt.Errorf("%s result has resultType %q", method, r.ResultType)}
+	}
+	return page{items: items, next: r.NextCursor, ttlMs: TTL(r.TTLms), scope: Scope(r.Scope)}
+}
+
+// TTL normalises a ttlMs hint: negative, fractional or absurd values are
+// clamped to what a cache may safely assume.
+func TTL(ms float64) int64 {
+	const maxTTL = int64(365 * 24 * 3600 * 1000)
+	switch {
+	case ms <= 0:
+		return 0
+	case ms >= float64(maxTTL):
+		return maxTTL
+	}
+	return int64(ms)
+}
+
+// Scope normalises a cacheScope hint: only an exact "public" is public.
+func Scope(s string) string {
+	if s == mcp.ScopePublic {
+		return mcp.ScopePublic
+	}
+	return mcp.ScopePrivate
+}

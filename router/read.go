@@ -1,0 +1,112 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/manifold-mcp/manifold/jsonrpc"
+	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/upstream"
+)
+
+// read routes a resources/read to the upstream that serves its URI.
+func (r *Router) read(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
+	var uri string
+	if ok, err := req.Params.Get("uri", &uri); !ok || err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.uri must be a string")
+	}
+	if !validURI(uri) {
+		return nil, notFound(uri, "invalid resource URI")
+	}
+	if r.ns.Prefix {
+		name, inner, ok := r.ns.Split(uri)
+		u := r.byName[name]
+		if !ok || u == nil {
+			return nil, notFound(uri, "no upstream serves this URI prefix")
+		}
+		return r.readFrom(ctx, u, req, uri, inner)
+	}
+	// Without namespaces: the upstream that lists the URI, else those whose
+	// templates match, else each in turn until one has it.
+	var lastErr error
+	for _, name := range r.routes.candidates(uri) {
+		res, err := r.readFrom(ctx, r.byName[name], req, uri, uri)
+		if err == nil || !isNotFound(err) && !isUnavailable(err) {
+			return res, err
+		}
+		if lastErr == nil || isUnavailable(err) {
+			lastErr = err
+		}
+	}
+	if lastErr == nil {
+		lastErr = notFound(uri, "resource not found")
+	}
+	if ue, ok := lastErr.(*unavailableError); ok {
+		return nil, ue.rpc()
+	}
+	return nil, lastErr
+}
+
+func (r *Router) readFrom(ctx context.Context, u *upstream.Upstream, req *mcp.Request, uri, inner string) (json.RawMessage, error) {
+	sub := *req
+	sub.Params = req.Params.Clone()
+	_ = sub.Params.Set("uri", inner)
+	res, err := r.fetch(ctx, u, &sub, uri)
+	if err != nil {
+		var ue *unavailableError
+		if errors.As(err, &ue) {
+			r.log.Warn("read failed", "upstream", u.Name(), "err", ue.err)
+			if r.ns.Prefix {
+				return nil, ue.rpc()
+			}
+		}
+		return nil, err
+	}
+	return r.decorate(res)
+}
+
+// decorate gives an upstream's read result what every result Manifold sends
+// must carry: resultType, cache hints for a complete result (a result
+// without them is stale at once and private), and Manifold's serverInfo in
+// `_meta`, keeping the upstream's other `_meta` members.
+func (r *Router) decorate(res json.RawMessage) (json.RawMessage, error) {
+	obj, err := jsonrpc.ParseObject(res)
+	if err != nil {
+		return nil, err
+	}
+	rt := obj.String("resultType")
+	if rt == "" {
+		rt = mcp.ResultTypeComplete
+		_ = obj.Set("resultType", rt)
+	}
+	if rt == mcp.ResultTypeComplete {
+		if _, ok := obj["ttlMs"]; !ok {
+			obj["ttlMs"] = json.RawMessage("0")
+		}
+		if s := obj.String("cacheScope"); s != mcp.ScopePublic {
+			_ = obj.Set("cacheScope", mcp.ScopePrivate)
+		}
+	}
+	meta, err := obj.Object("_meta")
+	if err != nil {
+		meta = jsonrpc.Object{}
+	}
+	_ = meta.Set(mcp.MetaServerInfo, mcp.ServerInfo)
+	obj["_meta"] = meta.Marshal()
+	return obj.Marshal(), nil
+}
+
+func notFound(uri, msg string) *jsonrpc.Error {
+	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s", msg).WithData(mcp.NotFoundData{URI: uri})
+}
+
+func isNotFound(err error) bool {
+	var e *jsonrpc.Error
+	return errors.As(err, &e) && e.Code == jsonrpc.CodeInvalidParams
+}
+
+func isUnavailable(err error) bool {
+	var ue *unavailableError
+	return errors.As(err, &ue)
+}

@@ -1,0 +1,189 @@
+// Package router decides, for each downstream request, which upstreams serve
+// it and how their answers become Manifold's answer.
+//
+// Lists go to every upstream through package merge; a read goes to the one
+// upstream its URI names (prefix mode) or that lists it (none mode). Every
+// upstream answer passes through one function, fetch, which namespaces the
+// URIs in it and turns the upstream's error codes into ones that are legal
+// in 2026-07-28, so what a cache stores and what a client sees are already in
+// the merged view. Manifold's own answers (server/discover) are built here too.
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+
+	"github.com/manifold-mcp/manifold/jsonrpc"
+	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/merge"
+	"github.com/manifold-mcp/manifold/namespace"
+	"github.com/manifold-mcp/manifold/upstream"
+)
+
+// Options configure a Router.
+type Options struct {
+	// Upstreams in configuration order.
+	Upstreams []*upstream.Upstream
+	Namespace namespace.Namespace
+	Codec     *merge.Codec
+	Logger    *slog.Logger
+	// Capabilities is what server/discover advertises.
+	Capabilities mcp.Capabilities
+}
+
+// Router routes requests. It is safe for concurrent use.
+type Router struct {
+	ups      []*upstream.Upstream
+	byName   map[string]*upstream.Upstream
+	ns       namespace.Namespace
+	merger   *merge.Merger
+	routes   *routes
+	log      *slog.Logger
+	discover json.RawMessage
+	meta     json.RawMessage // the result `_meta` naming Manifold
+}
+
+// DiscoverTTL is how long clients may cache Manifold's server/discover: it
+// changes only when the configuration does.
+const DiscoverTTL = 60_000
+
+// New builds a Router.
+func New(o Options) *Router {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	r := &Router{ups: o.Upstreams, byName: map[string]*upstream.Upstream{}, ns: o.Namespace, log: o.Logger}
+	names := make([]string, len(o.Upstreams))
+	for i, u := range o.Upstreams {
+		r.byName[u.Name()] = u
+		names[i] = u.Name()
+	}
+	r.routes = newRoutes(names, o.Logger)
+	r.merger = &merge.Merger{
+		Upstreams: names,
+		Fetcher:   merge.FetcherFunc(r.fetchPage),
+		Codec:     o.Codec,
+		Log:       o.Logger,
+		Unique:    !o.Namespace.Prefix,
+		Observe:   r.routes.observe,
+	}
+	r.meta, _ = json.Marshal(map[string]any{mcp.MetaServerInfo: mcp.ServerInfo})
+	r.discover, _ = json.Marshal(map[string]any{
+		"resultType":        mcp.ResultTypeComplete,
+		"supportedVersions": []string{mcp.Version},
+		"capabilities":      o.Capabilities,
+		"ttlMs":             DiscoverTTL,
+		"cacheScope":        mcp.ScopePublic,
+		"_meta":             json.RawMessage(r.meta),
+	})
+	return r
+}
+
+// Handle answers one request. A *jsonrpc.Error is an answer for the caller;
+// any other error is a bug and is reported as an internal error.
+func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
+	switch req.Method {
+	case mcp.MethodDiscover:
+		return r.discover, nil
+	case mcp.MethodResourcesList, mcp.MethodTemplatesList:
+		return r.list(ctx, req)
+	case mcp.MethodResourcesRead:
+		return r.read(ctx, req)
+	}
+	if slices.Contains(mcp.Removed, req.Method) {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q was removed in protocol version %s", req.Method, mcp.Version)
+	}
+	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not supported", req.Method)
+}
+
+func (r *Router) list(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
+	res, err := r.merger.List(ctx, req)
+	switch {
+	case errors.Is(err, merge.ErrStaleCursor):
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "stale cursor: %v", err)
+	case errors.Is(err, merge.ErrBadCursor):
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid cursor")
+	case err != nil:
+		return nil, err
+	}
+	field := "resources"
+	if req.Method == mcp.MethodTemplatesList {
+		field = "resourceTemplates"
+	}
+	out := jsonrpc.Object{"_meta": r.meta}
+	if err := out.Set(field, res.Items); err != nil {
+		return nil, err
+	}
+	_ = out.Set("resultType", mcp.ResultTypeComplete)
+	_ = out.Set("ttlMs", res.TTLms)
+	_ = out.Set("cacheScope", res.Scope)
+	if res.NextCursor != "" {
+		_ = out.Set("nextCursor", res.NextCursor)
+	}
+	return out.Marshal(), nil
+}
+
+// fetchPage is the merge.Fetcher: one upstream's page, in the merged view.
+func (r *Router) fetchPage(ctx context.Context, name string, req *mcp.Request) (json.RawMessage, error) {
+	u := r.byName[name]
+	res, err := r.fetch(ctx, u, req, "")
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
+		return nil, merge.ErrNoList
+	}
+	return res, err
+}
+
+// fetch is the one way to an upstream. It returns the result with its URIs in
+// the merged view, or the upstream's error made legal for 2026-07-28 (a
+// *jsonrpc.Error), or a failure to get an answer. uri is the merged-view URI
+// of a read, for not-found errors.
+func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Request, uri string) (json.RawMessage, error) {
+	resp, err := u.Call(ctx, req)
+	if err != nil {
+		return nil, &unavailableError{upstream: u.Name(), err: err}
+	}
+	if resp.Error != nil {
+		return nil, legalize(u.Name(), req.Method, uri, resp.Error)
+	}
+	res, err := r.ns.Result(u.Name(), req.Method, resp.Result)
+	if err != nil {
+		return nil, &unavailableError{upstream: u.Name(), err: fmt.Errorf("malformed result: %w", err)}
+	}
+	return res, nil
+}
+
+// unavailableError is a failure to get any answer from an upstream. Its
+// message, which may carry addresses, stays in the log; the caller is told
+// which upstream failed and nothing more.
+type unavailableError struct {
+	upstream string
+	err      error
+}
+
+func (e *unavailableError) Error() string { return e.err.Error() }
+func (e *unavailableError) Unwrap() error { return e.err }
+
+func (e *unavailableError) rpc() *jsonrpc.Error {
+	msg := "upstream %s is unavailable"
+	if errors.Is(e.err, context.DeadlineExceeded) {
+		msg = "upstream %s timed out"
+	}
+	return jsonrpc.Errorf(jsonrpc.CodeInternalError, msg, e.upstream).WithData(map[string]string{"upstream": e.upstream})
+}
+
+// validURI checks a URI a caller asked for: a bounded, absolute URI.
+func validURI(uri string) bool {
+	if uri == "" || len(uri) > maxURILen {
+		return false
+	}
+	u, err := url.Parse(uri)
+	return err == nil && u.Scheme != ""
+}
+
+const maxURILen = 8 << 10

@@ -1,0 +1,134 @@
+// Package server assembles one Manifold process from its configuration:
+// the upstream clients, the router, the downstream endpoint and the HTTP
+// server, and owns their lifecycle (start, drain, stop).
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/endpoint"
+	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/merge"
+	"github.com/manifold-mcp/manifold/namespace"
+	"github.com/manifold-mcp/manifold/router"
+	"github.com/manifold-mcp/manifold/upstream"
+)
+
+// Server is a configured, not yet listening, Manifold.
+type Server struct {
+	cfg       *config.Config
+	log       *slog.Logger
+	upstreams []*upstream.Upstream
+	http      *http.Server
+}
+
+// New builds every component. Stdio upstream processes start here.
+func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
+	s := &Server{cfg: cfg, log: log}
+	for _, uc := range cfg.Upstreams {
+		u, err := upstream.New(uc, upstream.Options{Logger: log})
+		if err != nil {
+			s.closeUpstreams(context.Background())
+			return nil, err
+		}
+		s.upstreams = append(s.upstreams, u)
+	}
+	secret := []byte(cfg.CursorSecret)
+	if len(secret) == 0 {
+		secret = make([]byte, 32)
+		_, _ = rand.Read(secret)
+		if len(cfg.Upstreams) > 1 {
+			log.Info("cursor_secret is not set: pagination cursors are valid on this process only")
+		}
+	}
+	rt := router.New(router.Options{
+		Upstreams:    s.upstreams,
+		Namespace:    namespace.Namespace{Prefix: cfg.Namespace == config.NamespacePrefix},
+		Codec:        merge.NewCodec(secret, cfg.CursorTTL),
+		Logger:       log,
+		Capabilities: mcp.Capabilities{Resources: &mcp.ResourcesCapability{}},
+	})
+	ep := endpoint.New(endpoint.Options{
+		Handler:        rt,
+		AllowedHosts:   cfg.AllowedHosts,
+		AllowedOrigins: cfg.AllowedOrigins,
+		MaxBodyBytes:   int64(cfg.MaxRequestBytes),
+		Logger:         log,
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", ep)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	s.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Serve accepts connections on l until ctx is done, then drains: in-flight
+// requests get ShutdownTimeout to finish, and upstreams are closed (legacy
+// sessions deleted, processes stopped).
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	for _, u := range s.upstreams {
+		go func() {
+			// Negotiate early, so the first request does not pay for it
+			// and a misconfigured upstream shows in the log at once.
+			if _, err := u.Info(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("upstream not ready", "upstream", u.Name(), "err", err)
+			}
+		}()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.http.Serve(l) }()
+	s.log.Info("manifold listening", "addr", l.Addr().String(), "endpoint", "/mcp", "upstreams", len(s.upstreams))
+	var serveErr error
+	select {
+	case serveErr = <-errc:
+	case <-ctx.Done():
+	}
+	s.log.Info("manifold shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := s.http.Shutdown(sctx); err != nil {
+		s.log.Warn("drain incomplete", "err", err)
+		_ = s.http.Close()
+	}
+	// Upstreams get their own budget: a drain that used all of its time
+	// must not turn a clean process stop into a SIGKILL.
+	uctx, ucancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ucancel()
+	s.closeUpstreams(uctx)
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	return nil
+}
+
+func (s *Server) closeUpstreams(ctx context.Context) {
+	done := make(chan struct{}, len(s.upstreams))
+	for _, u := range s.upstreams {
+		go func() {
+			if err := u.Close(ctx); err != nil {
+				s.log.Warn("closing upstream", "upstream", u.Name(), "err", err)
+			}
+			done <- struct{}{}
+		}()
+	}
+	for range s.upstreams {
+		<-done
+	}
+}

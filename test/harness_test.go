@@ -1,0 +1,311 @@
+// Package test holds Manifold's integration tests: Manifold in front of real,
+// independently written MCP servers (the official Go SDK, mcp-go, Manifold's
+// own files server as a subprocess), driven by real clients (the Go SDK
+// client) and by raw HTTP where the wire itself is the subject.
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/server"
+)
+
+// manifoldBin is the manifold binary built once for the tests that need a
+// real subprocess (the files upstream, the CLI).
+var manifoldBin string
+
+func TestMain(m *testing.M) {
+	if child := os.Getenv(childEnv); child != "" {
+		os.Exit(runChild(child))
+	}
+	dir, err := os.MkdirTemp("", "manifold-test-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	manifoldBin = filepath.Join(dir, "manifold")
+	build := exec.Command("go", "build", "-o", manifoldBin, "../cmd/manifold")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building manifold:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// logBuffer collects Manifold's log lines for assertions.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// proxy is a Manifold running in this process.
+type proxy struct {
+	URL  string // the /mcp endpoint
+	Logs *logBuffer
+	stop func()
+}
+
+// startProxy parses yamlText (after the header a test does not care about)
+// and serves it on a free loopback port until the test ends.
+func startProxy(t testing.TB, yamlText string) *proxy {
+	t.Helper()
+	cfg, problems := config.Parse([]byte(yamlText), os.LookupEnv)
+	if len(problems) > 0 {
+		t.Fatalf("config problems: %v\n%s", problems, yamlText)
+	}
+	return startProxyConfig(t, cfg)
+}
+
+func startProxyConfig(t testing.TB, cfg *config.Config) *proxy {
+	t.Helper()
+	logs := &logBuffer{}
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := server.New(cfg, log)
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ctx, l); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	p := &proxy{URL: "http://" + l.Addr().String() + "/mcp", Logs: logs}
+	var once sync.Once
+	p.stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+	t.Cleanup(p.stop)
+	return p
+}
+
+// testWriter sends log output to the test log when -v is on.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	if testing.Verbose() {
+		w.t.Logf("%s", bytes.TrimRight(p, "\n"))
+	}
+	return len(p), nil
+}
+
+// rawResponse is an HTTP answer decoded as one JSON-RPC response.
+type rawResponse struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int64           `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
+const metaOK = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw-test","version":"1"}}`
+
+// rpcBody builds a request body; params is the params object without its
+// braces, to which the standard _meta is appended.
+func rpcBody(id int, method, params string) string {
+	if params != "" {
+		params += ","
+	}
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s%s}}`, id, method, params, metaOK)
+}
+
+// headers returns the headers a correct 2026-07-28 client sends for method,
+// with Mcp-Name set to name when given.
+func headers(method, name string) http.Header {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	h.Set("MCP-Protocol-Version", "2026-07-28")
+	h.Set("Mcp-Method", method)
+	if name != "" {
+		h.Set("Mcp-Name", name)
+	}
+	return h
+}
+
+// post sends one raw HTTP POST and decodes the answer (JSON or SSE).
+func post(t testing.TB, url string, h http.Header, body string) *rawResponse {
+	t.Helper()
+	return do(t, http.MethodPost, url, h, body)
+}
+
+func do(t testing.TB, method, url string, h http.Header, body string) *rawResponse {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	if host := h.Get("Host"); host != "" {
+		req.Host = host
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	r := &rawResponse{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	payload := b
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		payload = lastSSEData(b)
+	}
+	if len(bytes.TrimSpace(payload)) > 0 {
+		if err := json.Unmarshal(payload, r); err != nil {
+			t.Fatalf("decode %q: %v", b, err)
+		}
+	}
+	return r
+}
+
+func lastSSEData(b []byte) []byte {
+	var last []byte
+	for _, line := range strings.Split(string(b), "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			last = []byte(d)
+		}
+	}
+	return last
+}
+
+// result decodes r's result into v, failing the test on an error answer.
+func (r *rawResponse) result(t testing.TB, v any) {
+	t.Helper()
+	if r.Error != nil {
+		t.Fatalf("unexpected error answer (HTTP %d): %s", r.Status, r.Body)
+	}
+	if err := json.Unmarshal(r.Result, v); err != nil {
+		t.Fatalf("decode result %s: %v", r.Result, err)
+	}
+}
+
+// wantError asserts an error answer with the given HTTP status and code.
+func (r *rawResponse) wantError(t testing.TB, status int, code int64) {
+	t.Helper()
+	if r.Status != status || r.Error == nil || r.Error.Code != code {
+		t.Fatalf("want HTTP %d with error %d, got HTTP %d: %s", status, code, r.Status, r.Body)
+	}
+}
+
+// listResult is the shape of a merged list page.
+type listResult struct {
+	Resources         []map[string]any `json:"resources"`
+	ResourceTemplates []map[string]any `json:"resourceTemplates"`
+	NextCursor        string           `json:"nextCursor"`
+	ResultType        string           `json:"resultType"`
+	TTLms             *int64           `json:"ttlMs"`
+	CacheScope        string           `json:"cacheScope"`
+	Meta              map[string]any   `json:"_meta"`
+}
+
+type readResult struct {
+	Contents []struct {
+		URI      string `json:"uri"`
+		MIMEType string `json:"mimeType"`
+		Text     string `json:"text"`
+		Blob     string `json:"blob"`
+	} `json:"contents"`
+	ResultType string         `json:"resultType"`
+	TTLms      *int64         `json:"ttlMs"`
+	CacheScope string         `json:"cacheScope"`
+	Meta       map[string]any `json:"_meta"`
+}
+
+// listAll follows cursors through a merged list, returning every page.
+func listAll(t testing.TB, url, method string) []listResult {
+	t.Helper()
+	var pages []listResult
+	cursor := ""
+	for i := 0; i < 100; i++ {
+		params := ""
+		if cursor != "" {
+			params = fmt.Sprintf(`"cursor":%q`, cursor)
+		}
+		var page listResult
+		post(t, url, headers(method, ""), rpcBody(i+1, method, params)).result(t, &page)
+		pages = append(pages, page)
+		if page.NextCursor == "" {
+			return pages
+		}
+		cursor = page.NextCursor
+	}
+	t.Fatal("more than 100 pages")
+	return nil
+}
+
+func uris(pages []listResult) []string {
+	var out []string
+	for _, p := range pages {
+		for _, r := range p.Resources {
+			out = append(out, r["uri"].(string))
+		}
+	}
+	return out
+}
+
+// eventually retries f until it returns nil or the deadline passes.
+func eventually(t testing.TB, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %v", d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,72 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/manifold-mcp/manifold/jsonrpc"
+)
+
+// conn is what a transport does for the era logic: carry one exchange, send a
+// notification, and say whether a session still belongs to the live channel.
+type conn interface {
+	// ready waits until the channel can carry a negotiation and returns its
+	// generation (a stdio process instance; always 0 for HTTP).
+	ready(ctx context.Context) (uint64, error)
+	// alive reports whether a session negotiated on generation gen can still
+	// be used.
+	alive(gen uint64) bool
+	// call sends ex.msg and returns the response with the same id.
+	call(ctx context.Context, ex *exchange) (*reply, error)
+	// send delivers a notification or a response.
+	send(ctx context.Context, ex *exchange) error
+	// close ends the session sid (if any) and releases the channel.
+	close(ctx context.Context, sid string) error
+}
+
+// exchange is one message with the context a transport needs to carry it.
+type exchange struct {
+	msg        jsonrpc.Message
+	version    string      // MCP-Protocol-Version; "" during initialize
+	name       string      // Mcp-Name, for modern requests
+	session    string      // Mcp-Session-Id of a legacy HTTP session
+	gen        uint64      // stdio process generation the session belongs to
+	header     http.Header // forwarded caller headers
+	idempotent bool        // may be retried on a connection error
+	initial    bool        // the legacy initialize request
+	notify     func(*jsonrpc.Message)
+}
+
+// reply is a response and what the transport learnt carrying it.
+type reply struct {
+	*jsonrpc.Message
+	sessionID string // Mcp-Session-Id returned with an initialize response
+}
+
+// StatusError is an HTTP answer that carried no JSON-RPC response: the
+// server does not speak the era Manifold assumed, or is failing.
+type StatusError struct {
+	Status int
+	Body   string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("HTTP %d: %s", e.Status, e.Body)
+}
+
+// eraSuspect reports an HTTP answer that suggests the server no longer
+// speaks the era Manifold negotiated: a rejection without a JSON-RPC body.
+// A 5xx says nothing about the era and is not suspect.
+func eraSuspect(err error) bool {
+	var se *StatusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Status {
+	case 400, 404, 405, 406, 415:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,294 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-cleanhttp"
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/jsonrpc"
+	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/sse"
+)
+
+// httpConn carries exchanges over Streamable HTTP, both eras.
+type httpConn struct {
+	url     string
+	headers http.Header
+	limit   int64
+	retry   *retryablehttp.Client // idempotent calls
+	plain   *http.Client          // everything else; never retried
+	onMsg   func(*jsonrpc.Message) *jsonrpc.Message
+}
+
+func newHTTPConn(cfg config.Upstream, onMsg func(*jsonrpc.Message) *jsonrpc.Message) (*httpConn, error) {
+	tr := cleanhttp.DefaultPooledTransport()
+	tr.ResponseHeaderTimeout = 0 // calls are bounded by their context
+	if cfg.TLS != (config.TLS{}) {
+		tc, err := tlsConfig(cfg.TLS)
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig = tc
+	}
+	plain := &http.Client{Transport: tr}
+	rc := retryablehttp.NewClient()
+	rc.HTTPClient = plain
+	rc.Logger = nil // request URLs and headers are not for the log
+	rc.RetryMax = *cfg.Retries
+	rc.RetryWaitMin = 50 * time.Millisecond
+	rc.RetryWaitMax = 500 * time.Millisecond
+	rc.CheckRetry = checkRetry
+	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
+	h := http.Header{}
+	for k, v := range cfg.Headers {
+		h.Set(k, v)
+	}
+	return &httpConn{url: cfg.URL, headers: h, limit: int64(cfg.MaxResponseBytes), retry: rc, plain: plain, onMsg: onMsg}, nil
+}
+
+// checkRetry retries connection failures and the statuses that say "try
+// again": never a 500 (the server ran the request and failed) and never after
+// the caller gave up.
+func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if err != nil {
+		return true, nil
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true, nil
+	}
+	return false, nil
+}
+
+func tlsConfig(t config.TLS) (*tls.Config, error) {
+	tc := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls.ca_file: no certificate found in %s", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+func (c *httpConn) ready(context.Context) (uint64, error) { return 0, nil }
+func (c *httpConn) alive(uint64) bool                     { return true }
+
+func (c *httpConn) request(ctx context.Context, ex *exchange) (*http.Response, error) {
+	body, err := json.Marshal(&ex.msg)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	h := req.Header
+	for k, v := range c.headers {
+		h[k] = v
+	}
+	for k, v := range ex.header { // the caller's own credentials win
+		h[k] = v
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	if ex.version != "" && ex.version != mcp.Version20250326 {
+		h.Set(mcp.HeaderProtocolVersion, ex.version)
+	}
+	if ex.session != "" {
+		h.Set(mcp.HeaderSessionID, ex.session)
+	}
+	if ex.version == mcp.Version {
+		h.Set(mcp.HeaderMethod, mcp.EncodeHeader(ex.msg.Method))
+		if ex.name != "" {
+			h.Set(mcp.HeaderName, mcp.EncodeHeader(ex.name))
+		}
+	}
+	if ex.idempotent {
+		rr, err := retryablehttp.FromRequest(req)
+		if err != nil {
+			return nil, fmt.Errorf("build request: %w", err)
+		}
+		return c.retry.Do(rr)
+	}
+	return c.plain.Do(req)
+}
+
+func (c *httpConn) call(ctx context.Context, ex *exchange) (*reply, error) {
+	resp, err := c.request(ctx, ex)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	r := &reply{sessionID: resp.Header.Get(mcp.HeaderSessionID)}
+	if resp.StatusCode == http.StatusNotFound && ex.session != "" {
+		drain(resp.Body)
+		return nil, errSessionGone
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case ct == "text/event-stream" && resp.StatusCode == http.StatusOK:
+		r.Message, err = c.readStream(ctx, resp.Body, ex)
+	case ct == "application/json":
+		r.Message, err = c.readJSON(resp, ex)
+	default:
+		return nil, statusError(resp, c.limit)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// readJSON reads a single JSON response. A non-2xx status is accepted when
+// the body is a JSON-RPC error for this request: modern servers answer
+// protocol errors with 400 and a body.
+func (c *httpConn) readJSON(resp *http.Response, ex *exchange) (*jsonrpc.Message, error) {
+	body, err := readLimited(resp.Body, c.limit)
+	if err != nil {
+		return nil, err
+	}
+	m, rpcErr := jsonrpc.Decode(body)
+	if rpcErr != nil || !m.IsResponse() {
+		return nil, &StatusError{Status: resp.StatusCode, Body: snippet(body)}
+	}
+	if resp.StatusCode/100 != 2 && m.Error == nil {
+		return nil, &StatusError{Status: resp.StatusCode, Body: snippet(body)}
+	}
+	if m.HasID() && !bytes.Equal(m.ID, ex.msg.ID) {
+		return nil, fmt.Errorf("response id %s does not match request id %s", m.ID, ex.msg.ID)
+	}
+	return m, nil
+}
+
+// readStream reads an SSE response until the response to ex arrives,
+// handing notifications to ex.notify and answering server requests.
+func (c *httpConn) readStream(ctx context.Context, body io.Reader, ex *exchange) (*jsonrpc.Message, error) {
+	r := sse.NewReader(body, int(c.limit))
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, errors.New("stream ended before the response")
+			}
+			return nil, fmt.Errorf("read stream: %w", err)
+		}
+		m, rpcErr := jsonrpc.Decode(ev.Data)
+		if rpcErr != nil {
+			return nil, fmt.Errorf("stream event: %w", rpcErr)
+		}
+		switch {
+		case m.IsResponse() && bytes.Equal(m.ID, ex.msg.ID):
+			return m, nil
+		case m.IsNotification() && ex.notify != nil && requestScoped(m.Method):
+			ex.notify(m)
+		default:
+			if answer := c.onMsg(m); answer != nil {
+				go c.answer(context.WithoutCancel(ctx), ex, answer)
+			}
+		}
+	}
+}
+
+// requestScoped reports whether a notification belongs to the call whose
+// stream carried it rather than to a subscription.
+func requestScoped(method string) bool {
+	return method == mcp.NotifyProgress || method == mcp.NotifyMessage
+}
+
+func (c *httpConn) answer(ctx context.Context, ex *exchange, answer *jsonrpc.Message) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_ = c.send(ctx, &exchange{msg: *answer, version: ex.version, session: ex.session})
+}
+
+func (c *httpConn) send(ctx context.Context, ex *exchange) error {
+	resp, err := c.request(ctx, ex)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	drain(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return &StatusError{Status: resp.StatusCode}
+	}
+	return nil
+}
+
+// close ends a legacy session with DELETE, as the transport asks.
+func (c *httpConn) close(ctx context.Context, sid string) error {
+	defer c.plain.CloseIdleConnections()
+	if sid == "" {
+		return nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url, nil)
+	if err != nil {
+		return fmt.Errorf("build DELETE: %w", err)
+	}
+	for k, v := range c.headers {
+		req.Header[k] = v
+	}
+	req.Header.Set(mcp.HeaderSessionID, sid)
+	resp, err := c.plain.Do(req)
+	if err != nil {
+		return fmt.Errorf("DELETE session: %w", err)
+	}
+	drain(resp.Body)
+	resp.Body.Close()
+	return nil
+}
+
+func readLimited(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read response: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("response larger than max_response_bytes (%d)", limit)
+	}
+	return b, nil
+}
+
+func statusError(resp *http.Response, limit int64) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, min(limit, 512)))
+	return &StatusError{Status: resp.StatusCode, Body: snippet(b)}
+}
+
+func snippet(b []byte) string {
+	const max = 200
+	if len(b) > max {
+		b = b[:max]
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// drain reads what is left of a small body so the connection can be reused.
+func drain(r io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(r, 64<<10)) }

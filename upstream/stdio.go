@@ -1,0 +1,408 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/jsonrpc"
+	"github.com/manifold-mcp/manifold/mcp"
+)
+
+// Restart backoff for a stdio server that exits: exponential from
+// restartMin, capped at restartMax, with full jitter; a process that ran for
+// restartReset counts as healthy and resets it.
+const (
+	restartMin   = 100 * time.Millisecond
+	restartMax   = 30 * time.Second
+	restartReset = 30 * time.Second
+	// stopGrace is how long a child gets after stdin closes, and again after
+	// SIGTERM, before the next step.
+	stopGrace = 2 * time.Second
+)
+
+// stdioConn runs the server as a child process and supervises it: a process
+// that exits is started again after a backoff. Each start is a new
+// generation, so sessions negotiated with a dead process are recognised as
+// gone.
+type stdioConn struct {
+	cfg   config.Upstream
+	log   *slog.Logger
+	onMsg func(*jsonrpc.Message) *jsonrpc.Message
+
+	mu      sync.Mutex
+	cur     *process
+	up      chan struct{} // closed when cur becomes non-nil; replaced when it dies
+	stopped bool
+	stop    chan struct{}
+	done    chan struct{} // closed when the supervisor has exited
+}
+
+// process is one running child.
+type process struct {
+	gen   uint64
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	wmu   sync.Mutex
+
+	pmu     sync.Mutex
+	pending map[string]*pendingCall
+
+	exited chan struct{} // closed once stdout is drained and the child reaped
+}
+
+type pendingCall struct {
+	reply  chan *jsonrpc.Message
+	notify func(*jsonrpc.Message)
+	token  json.RawMessage // the progressToken the call sent, if any
+}
+
+func newStdioConn(cfg config.Upstream, log *slog.Logger, onMsg func(*jsonrpc.Message) *jsonrpc.Message) (*stdioConn, error) {
+	if _, err := exec.LookPath(cfg.Command[0]); err != nil {
+		return nil, fmt.Errorf("command: %w", err)
+	}
+	c := &stdioConn{cfg: cfg, log: log, onMsg: onMsg, up: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	go c.supervise()
+	return c, nil
+}
+
+func (c *stdioConn) supervise() {
+	defer close(c.done)
+	var gen uint64
+	delay := restartMin
+	for {
+		gen++
+		started := time.Now()
+		p, err := c.start(gen)
+		if err != nil {
+			c.log.Error("upstream process failed to start", "err", err)
+		} else {
+			c.mu.Lock()
+			c.cur = p
+			close(c.up)
+			c.mu.Unlock()
+			select {
+			case <-p.exited:
+			case <-c.stop:
+				c.terminate(p)
+			}
+			c.mu.Lock()
+			c.cur = nil
+			c.up = make(chan struct{})
+			stopped := c.stopped
+			c.mu.Unlock()
+			if stopped {
+				return
+			}
+			c.log.Warn("upstream process exited; restarting", "pid", p.cmd.Process.Pid, "state", p.cmd.ProcessState.String(), "ran", time.Since(started).Round(time.Millisecond))
+		}
+		if time.Since(started) > restartReset {
+			delay = restartMin
+		}
+		wait := rand.N(delay) + delay/2 // jitter around the current delay
+		delay = min(delay*2, restartMax)
+		select {
+		case <-time.After(wait):
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+func (c *stdioConn) start(gen uint64) (*process, error) {
+	cmd := exec.Command(c.cfg.Command[0], c.cfg.Command[1:]...)
+	cmd.Dir = c.cfg.Dir
+	cmd.Env = os.Environ()
+	for k, v := range c.cfg.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	// Its own process group, so a terminal's Ctrl-C reaches Manifold only,
+	// and Manifold decides how its children stop.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &process{gen: gen, cmd: cmd, stdin: stdin, pending: map[string]*pendingCall{}, exited: make(chan struct{})}
+	c.log.Info("upstream process started", "pid", cmd.Process.Pid, "generation", gen)
+	logDone := make(chan struct{})
+	go func() {
+		defer close(logDone)
+		c.logStderr(stderr)
+	}()
+	go func() {
+		c.readLoop(p, stdout)
+		<-logDone
+		_ = cmd.Wait()
+		p.failPending()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// logStderr copies the child's stderr to the log, a line an entry.
+func (c *stdioConn) logStderr(r io.Reader) {
+	br := bufio.NewReaderSize(r, 4096)
+	for {
+		line, err := readLine(br, 8<<10)
+		if len(line) > 0 {
+			c.log.Info("upstream stderr", "line", string(line))
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// readLine reads one line, truncating it at max bytes (the rest is
+// discarded, not buffered).
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if room := max - len(line); room > 0 {
+			line = append(line, frag[:min(len(frag), room)]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimRight(line, "\r\n"), err
+	}
+}
+
+func (c *stdioConn) readLoop(p *process, stdout io.Reader) {
+	limit := int(c.cfg.MaxResponseBytes)
+	br := bufio.NewReaderSize(stdout, 64<<10)
+	for {
+		line, err := readLine(br, limit+1)
+		if len(line) > limit {
+			c.log.Warn("upstream message larger than max_response_bytes dropped", "limit", limit)
+		} else if len(bytes.TrimSpace(line)) > 0 {
+			c.dispatch(p, line)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (c *stdioConn) dispatch(p *process, line []byte) {
+	m, rpcErr := jsonrpc.Decode(line)
+	if rpcErr != nil {
+		c.log.Warn("upstream wrote a line that is not a JSON-RPC message", "err", rpcErr.Message)
+		return
+	}
+	switch {
+	case m.IsResponse():
+		p.pmu.Lock()
+		pc := p.pending[string(m.ID)]
+		delete(p.pending, string(m.ID))
+		p.pmu.Unlock()
+		if pc != nil {
+			pc.reply <- m
+		}
+	case m.IsNotification() && requestScoped(m.Method):
+		if pc := p.byToken(m); pc != nil && pc.notify != nil {
+			pc.notify(m)
+		}
+	default:
+		if answer := c.onMsg(m); answer != nil {
+			b, _ := json.Marshal(answer)
+			_ = p.write(b)
+		}
+	}
+}
+
+// byToken finds the call a progress notification belongs to: stdio has one
+// channel, and the progressToken is the only link back to the request.
+func (p *process) byToken(m *jsonrpc.Message) *pendingCall {
+	var params struct {
+		Token json.RawMessage `json:"progressToken"`
+	}
+	if json.Unmarshal(m.Params, &params) != nil || len(params.Token) == 0 {
+		return nil
+	}
+	p.pmu.Lock()
+	defer p.pmu.Unlock()
+	for _, pc := range p.pending {
+		if bytes.Equal(pc.token, params.Token) {
+			return pc
+		}
+	}
+	return nil
+}
+
+func (p *process) write(b []byte) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if _, err := p.stdin.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("write to process: %w", err)
+	}
+	return nil
+}
+
+func (p *process) failPending() {
+	p.pmu.Lock()
+	defer p.pmu.Unlock()
+	for id, pc := range p.pending {
+		close(pc.reply)
+		delete(p.pending, id)
+	}
+}
+
+func (c *stdioConn) current() *process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur
+}
+
+func (c *stdioConn) ready(ctx context.Context) (uint64, error) {
+	for {
+		c.mu.Lock()
+		p, up, stopped := c.cur, c.up, c.stopped
+		c.mu.Unlock()
+		switch {
+		case stopped:
+			return 0, errors.New("upstream is shut down")
+		case p != nil:
+			return p.gen, nil
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return 0, fmt.Errorf("waiting for the process to start: %w", ctx.Err())
+		}
+	}
+}
+
+func (c *stdioConn) alive(gen uint64) bool {
+	p := c.current()
+	return p != nil && p.gen == gen
+}
+
+func (c *stdioConn) call(ctx context.Context, ex *exchange) (*reply, error) {
+	p := c.current()
+	if p == nil || p.gen != ex.gen {
+		return nil, errSessionGone
+	}
+	b, err := json.Marshal(&ex.msg)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	pc := &pendingCall{reply: make(chan *jsonrpc.Message, 1), notify: ex.notify, token: progressToken(ex.msg.Params)}
+	key := string(ex.msg.ID)
+	p.pmu.Lock()
+	p.pending[key] = pc
+	p.pmu.Unlock()
+	if err := p.write(b); err != nil {
+		p.pmu.Lock()
+		delete(p.pending, key)
+		p.pmu.Unlock()
+		return nil, err
+	}
+	select {
+	case m, ok := <-pc.reply:
+		if !ok {
+			return nil, errors.New("process exited before answering")
+		}
+		return &reply{Message: m}, nil
+	case <-ctx.Done():
+		p.pmu.Lock()
+		delete(p.pending, key)
+		p.pmu.Unlock()
+		c.cancel(p, ex.msg.ID, ctx.Err())
+		return nil, ctx.Err()
+	}
+}
+
+// cancel tells the server the caller gave up, so it can stop working.
+func (c *stdioConn) cancel(p *process, id json.RawMessage, cause error) {
+	b, err := jsonrpc.Notification(mcp.NotifyCancelled, map[string]any{"requestId": id, "reason": cause.Error()})
+	if err == nil {
+		_ = p.write(b)
+	}
+}
+
+func progressToken(params json.RawMessage) json.RawMessage {
+	var p struct {
+		Meta struct {
+			Token json.RawMessage `json:"progressToken"`
+		} `json:"_meta"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.Meta.Token
+}
+
+func (c *stdioConn) send(_ context.Context, ex *exchange) error {
+	p := c.current()
+	if p == nil || (ex.gen != 0 && p.gen != ex.gen) {
+		return errSessionGone
+	}
+	b, err := json.Marshal(&ex.msg)
+	if err != nil {
+		return fmt.Errorf("encode message: %w", err)
+	}
+	return p.write(b)
+}
+
+// close stops the supervisor, which stops the child, and waits for it; when
+// ctx ends first the child's process group is killed.
+func (c *stdioConn) close(ctx context.Context, _ string) error {
+	c.mu.Lock()
+	if !c.stopped {
+		c.stopped = true
+		close(c.stop)
+	}
+	p := c.cur
+	c.mu.Unlock()
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		if p != nil {
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		}
+		<-c.done
+		return fmt.Errorf("stopping process: %w", ctx.Err())
+	}
+}
+
+// terminate stops a child the way the stdio transport asks: stdin closed,
+// then SIGTERM, then SIGKILL, each after a grace period, to the child's whole
+// process group.
+func (c *stdioConn) terminate(p *process) {
+	_ = p.stdin.Close()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		select {
+		case <-p.exited:
+			return
+		case <-time.After(stopGrace):
+		}
+		c.log.Info("upstream process did not exit; signalling", "signal", sig.String())
+		_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	}
+	<-p.exited
+}

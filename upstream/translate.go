@@ -1,0 +1,72 @@
+package upstream
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/manifold-mcp/manifold/jsonrpc"
+	"github.com/manifold-mcp/manifold/mcp"
+)
+
+// params builds the params a server of s's era expects for req.
+//
+// A modern server gets the caller's `_meta` with the protocol version set
+// and the required keys filled in. A legacy server gets the `_meta` keys that
+// existed before 2026-07-28 (progressToken, trace context, anything a caller
+// added) and none of the `io.modelcontextprotocol/` request keys, which it
+// would not understand and might reject.
+func (u *Upstream) params(s *session, req *mcp.Request) (json.RawMessage, error) {
+	p := jsonrpc.Object{}
+	for k, v := range req.Params {
+		p[k] = v
+	}
+	meta := jsonrpc.Object{}
+	for k, v := range req.Meta {
+		meta[k] = v
+	}
+	if s.Modern {
+		if err := meta.Set(mcp.MetaProtocolVersion, mcp.Version); err != nil {
+			return nil, err
+		}
+		if _, ok := meta[mcp.MetaClientCapabilities]; !ok {
+			meta[mcp.MetaClientCapabilities] = json.RawMessage(`{}`)
+		}
+		if _, ok := meta[mcp.MetaClientInfo]; !ok {
+			if err := meta.Set(mcp.MetaClientInfo, u.opts.ClientInfo); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		for k := range meta {
+			if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+				delete(meta, k)
+			}
+		}
+	}
+	if len(meta) > 0 {
+		p["_meta"] = meta.Marshal()
+	} else {
+		delete(p, "_meta")
+	}
+	return p.Marshal(), nil
+}
+
+// translateResponse makes a legacy server's answer look modern: a result
+// gets its resultType (a legacy result is always complete). Error codes are
+// left for the router, which knows the request and the namespace.
+func (u *Upstream) translateResponse(s *session, r *reply) *Response {
+	if r.Error != nil {
+		return &Response{Error: r.Error}
+	}
+	if s.Modern {
+		return &Response{Result: r.Result}
+	}
+	res, err := jsonrpc.ParseObject(r.Result)
+	if err != nil {
+		return &Response{Error: jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s sent a result that is not an object", u.cfg.Name)}
+	}
+	if _, ok := res["resultType"]; !ok {
+		res["resultType"] = json.RawMessage(`"` + mcp.ResultTypeComplete + `"`)
+	}
+	return &Response{Result: res.Marshal()}
+}

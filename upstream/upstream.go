@@ -1,0 +1,419 @@
+// Package upstream is Manifold's client for one MCP server, whatever its era
+// and transport: Streamable HTTP or stdio, 2026-07-28 or a session-based
+// legacy revision.
+//
+// Callers speak the modern vocabulary only. An Upstream learns its server's
+// era once (a server/discover probe, falling back to the legacy initialize
+// handshake), remembers it, and translates each call: a modern server gets the
+// caller's `_meta` and the mirrored headers, a legacy one gets a session and
+// requests without the modern `_meta` keys, and its results come back with the
+// fields a modern result must carry. When the remembered era stops working (a
+// session the server forgot, a process that restarted, a server that was
+// upgraded) the Upstream drops it and probes again, once per call.
+//
+// Transports share one small interface, conn, so the era logic is written
+// once for HTTP and stdio.
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/jsonrpc"
+	"github.com/manifold-mcp/manifold/mcp"
+)
+
+// Response is a server's answer: a result or a JSON-RPC error. A Response
+// with an error is an answer, not a failure; failures (network, timeout, a
+// dead process) are returned as Go errors.
+type Response struct {
+	Result json.RawMessage
+	Error  *jsonrpc.Error
+}
+
+// Info describes what the server said about itself when the era was learnt.
+type Info struct {
+	Version      string
+	Modern       bool
+	Capabilities mcp.Capabilities
+	ServerInfo   mcp.Implementation
+}
+
+// Options are process-wide settings shared by every Upstream.
+type Options struct {
+	Logger *slog.Logger
+	// ClientInfo is how Manifold names itself in initialize and to servers
+	// when a caller sent no clientInfo.
+	ClientInfo mcp.Implementation
+	// OnNotification receives notifications that belong to no call
+	// (subscription streams, legacy list_changed and updated). May be nil.
+	OnNotification func(upstream string, msg *jsonrpc.Message)
+}
+
+// Upstream is a client for one configured server. It is safe for
+// concurrent use.
+type Upstream struct {
+	cfg  config.Upstream
+	opts Options
+	log  *slog.Logger
+	conn conn
+
+	mu    sync.Mutex
+	sess  *session
+	probe singleflight.Group
+	ids   atomic.Int64
+}
+
+// session is what one era negotiation established.
+type session struct {
+	Info
+	id  string // Mcp-Session-Id of a legacy HTTP session
+	gen uint64 // the stdio process it belongs to
+}
+
+// New builds the client for cfg. Nothing is contacted until the first call;
+// a stdio process is started at once so its startup overlaps ours.
+func New(cfg config.Upstream, opts Options) (*Upstream, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.ClientInfo.Name == "" {
+		opts.ClientInfo = mcp.ServerInfo
+	}
+	u := &Upstream{cfg: cfg, opts: opts, log: opts.Logger.With("upstream", cfg.Name)}
+	var err error
+	if cfg.IsStdio() {
+		u.conn, err = newStdioConn(cfg, u.log, u.onServerMessage)
+	} else {
+		u.conn, err = newHTTPConn(cfg, u.onServerMessage)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", cfg.Name, err)
+	}
+	return u, nil
+}
+
+// Name is the configured name.
+func (u *Upstream) Name() string { return u.cfg.Name }
+
+// Info returns what the server declared, probing it first if needed.
+func (u *Upstream) Info(ctx context.Context) (Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, u.cfg.Timeout)
+	defer cancel()
+	s, err := u.session(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	return s.Info, nil
+}
+
+// Call sends req and waits for the answer, within the configured timeout.
+func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, u.cfg.Timeout)
+	defer cancel()
+	var lastErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		s, err := u.session(ctx)
+		if err != nil {
+			return nil, err
+		}
+		msg, err := u.exchange(ctx, s, req)
+		if err == nil && !s.Modern && msg.Error != nil && msg.Error.Code == jsonrpc.CodeUnsupportedVersion {
+			err = errEraChanged
+		}
+		if err == nil && s.Modern && msg.Error != nil && msg.Error.Code == jsonrpc.CodeUnsupportedVersion && !supports(msg.Error.Data, mcp.Version) {
+			err = errEraChanged
+		}
+		if errors.Is(err, errSessionGone) || errors.Is(err, errEraChanged) || eraSuspect(err) && ctx.Err() == nil {
+			u.log.Info("upstream session no longer valid; negotiating again", "reason", err)
+			u.forget(s)
+			lastErr = err
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: %s: %w", u.cfg.Name, req.Method, err)
+		}
+		return u.translateResponse(s, msg), nil
+	}
+	return nil, fmt.Errorf("upstream %s: %s: %w", u.cfg.Name, req.Method, lastErr)
+}
+
+var (
+	errSessionGone = errors.New("session gone")
+	errEraChanged  = errors.New("server changed protocol era")
+)
+
+func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (*reply, error) {
+	params, err := u.params(s, req)
+	if err != nil {
+		return nil, err
+	}
+	ex := &exchange{
+		msg:        jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: req.Method, Params: params},
+		version:    s.Version,
+		session:    s.id,
+		gen:        s.gen,
+		header:     u.forwarded(req.Header),
+		idempotent: idempotent(req.Method),
+		notify:     req.Notify,
+	}
+	if p := mcp.NameParam(req.Method); p != "" {
+		ex.name = req.Params.String(p)
+	}
+	return u.conn.call(ctx, ex)
+}
+
+func (u *Upstream) nextID() json.RawMessage {
+	return strconv.AppendInt(nil, u.ids.Add(1), 10)
+}
+
+// idempotent lists the methods that may be retried: reads and lists.
+func idempotent(method string) bool {
+	switch method {
+	case mcp.MethodDiscover, mcp.MethodResourcesList, mcp.MethodTemplatesList, mcp.MethodResourcesRead,
+		mcp.MethodToolsList, mcp.MethodPromptsList:
+		return true
+	}
+	return false
+}
+
+func (u *Upstream) forwarded(h http.Header) http.Header {
+	if len(u.cfg.ForwardHeaders) == 0 || h == nil {
+		return nil
+	}
+	out := http.Header{}
+	for _, name := range u.cfg.ForwardHeaders {
+		if v := h.Values(name); len(v) > 0 {
+			out[http.CanonicalHeaderKey(name)] = v
+		}
+	}
+	return out
+}
+
+// session returns the current negotiation, establishing one if needed.
+// Concurrent callers share one probe.
+func (u *Upstream) session(ctx context.Context) (*session, error) {
+	u.mu.Lock()
+	s := u.sess
+	u.mu.Unlock()
+	if s != nil && u.conn.alive(s.gen) {
+		return s, nil
+	}
+	ch := u.probe.DoChan("probe", func() (any, error) {
+		// Detached from the first caller's context: its cancellation must
+		// not fail the probe that other callers wait on.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.cfg.Timeout)
+		defer cancel()
+		s, err := u.negotiate(pctx)
+		if err != nil {
+			return nil, err
+		}
+		u.mu.Lock()
+		u.sess = s
+		u.mu.Unlock()
+		u.log.Info("upstream ready", "protocol", s.Version, "server", s.ServerInfo.Name, "serverVersion", s.ServerInfo.Version)
+		return s, nil
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, fmt.Errorf("upstream %s: %w", u.cfg.Name, r.Err)
+		}
+		return r.Val.(*session), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("upstream %s: waiting for negotiation: %w", u.cfg.Name, ctx.Err())
+	}
+}
+
+// forget drops s if it is still current, so the next call negotiates again.
+func (u *Upstream) forget(s *session) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.sess == s {
+		u.sess = nil
+	}
+}
+
+// probeTimeout bounds a server/discover probe: a legacy stdio server may
+// simply never answer a method it does not know.
+const probeTimeout = 5 * time.Second
+
+func (u *Upstream) negotiate(ctx context.Context) (*session, error) {
+	gen, err := u.conn.ready(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case u.cfg.Protocol == mcp.Version:
+		return u.discover(ctx, gen)
+	case mcp.IsLegacy(u.cfg.Protocol):
+		return u.initialize(ctx, gen, u.cfg.Protocol)
+	}
+	pctx, cancel := context.WithTimeout(ctx, min(probeTimeout, u.cfg.Timeout))
+	s, err := u.discover(pctx, gen)
+	cancel()
+	if err == nil {
+		return s, nil
+	}
+	if ctx.Err() != nil {
+		return nil, err
+	}
+	u.log.Debug("server/discover probe failed; trying legacy initialize", "err", err)
+	return u.initialize(ctx, gen, mcp.Legacy[0])
+}
+
+// discover probes for a modern server.
+func (u *Upstream) discover(ctx context.Context, gen uint64) (*session, error) {
+	s := &session{Info: Info{Version: mcp.Version, Modern: true}, gen: gen}
+	meta := jsonrpc.Object{}
+	params, err := u.params(s, &mcp.Request{Method: mcp.MethodDiscover, Meta: meta})
+	if err != nil {
+		return nil, err
+	}
+	msg, err := u.conn.call(ctx, &exchange{
+		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodDiscover, Params: params},
+		version: mcp.Version, gen: gen, idempotent: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if msg.Error != nil {
+		if msg.Error.Code == jsonrpc.CodeUnsupportedVersion && supports(msg.Error.Data, mcp.Version) {
+			// A modern server that rejected something else about the
+			// probe: it is modern all the same.
+			return s, nil
+		}
+		return nil, fmt.Errorf("server/discover: %w", msg.Error)
+	}
+	var r struct {
+		SupportedVersions []string                   `json:"supportedVersions"`
+		Capabilities      mcp.Capabilities           `json:"capabilities"`
+		Meta              map[string]json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(msg.Result, &r); err != nil {
+		return nil, fmt.Errorf("server/discover result: %w", err)
+	}
+	if !contains(r.SupportedVersions, mcp.Version) {
+		return nil, fmt.Errorf("server/discover: server supports %v, not %s", r.SupportedVersions, mcp.Version)
+	}
+	s.Capabilities = r.Capabilities
+	if raw, ok := r.Meta[mcp.MetaServerInfo]; ok {
+		_ = json.Unmarshal(raw, &s.ServerInfo)
+	}
+	return s, nil
+}
+
+// initialize runs the legacy handshake, offering version.
+func (u *Upstream) initialize(ctx context.Context, gen uint64, version string) (*session, error) {
+	params := jsonrpc.Object{}
+	_ = params.Set("protocolVersion", version)
+	_ = params.Set("capabilities", struct{}{})
+	_ = params.Set("clientInfo", u.opts.ClientInfo)
+	msg, err := u.conn.call(ctx, &exchange{
+		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodInitialize, Params: params.Marshal()},
+		gen:     gen,
+		initial: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	if msg.Error != nil {
+		return nil, fmt.Errorf("initialize: %w", msg.Error)
+	}
+	var r struct {
+		ProtocolVersion string             `json:"protocolVersion"`
+		Capabilities    mcp.Capabilities   `json:"capabilities"`
+		ServerInfo      mcp.Implementation `json:"serverInfo"`
+	}
+	if err := json.Unmarshal(msg.Result, &r); err != nil {
+		return nil, fmt.Errorf("initialize result: %w", err)
+	}
+	if !mcp.IsLegacy(r.ProtocolVersion) {
+		return nil, fmt.Errorf("initialize: server chose protocol %q, which Manifold does not speak", r.ProtocolVersion)
+	}
+	s := &session{
+		Info: Info{Version: r.ProtocolVersion, Capabilities: r.Capabilities, ServerInfo: r.ServerInfo},
+		id:   msg.sessionID, gen: gen,
+	}
+	init, _ := jsonrpc.Notification(mcp.NotifyInitialized, struct{}{})
+	if err := u.conn.send(ctx, s.exchangeFor(init)); err != nil {
+		return nil, fmt.Errorf("notifications/initialized: %w", err)
+	}
+	return s, nil
+}
+
+func (s *session) exchangeFor(raw []byte) *exchange {
+	var m jsonrpc.Message
+	_ = json.Unmarshal(raw, &m)
+	return &exchange{msg: m, version: s.Version, session: s.id, gen: s.gen}
+}
+
+// Notify sends a notification to the server on the current session, if any.
+// It is used for notifications/cancelled and subscription management.
+func (u *Upstream) Notify(ctx context.Context, method string, params any) error {
+	s, err := u.session(ctx)
+	if err != nil {
+		return err
+	}
+	raw, err := jsonrpc.Notification(method, params)
+	if err != nil {
+		return err
+	}
+	return u.conn.send(ctx, s.exchangeFor(raw))
+}
+
+// onServerMessage handles what the server sends outside any call: requests
+// it makes of us (ping) and notifications for the hub.
+func (u *Upstream) onServerMessage(msg *jsonrpc.Message) *jsonrpc.Message {
+	switch {
+	case msg.IsRequest() && msg.Method == mcp.MethodPing:
+		return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Result: json.RawMessage(`{}`)}
+	case msg.IsRequest():
+		// Manifold declares no client capabilities, so a server has no
+		// business asking for sampling, elicitation or roots.
+		return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Error: jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not supported by Manifold", msg.Method)}
+	case msg.IsNotification() && u.opts.OnNotification != nil:
+		u.opts.OnNotification(u.cfg.Name, msg)
+	}
+	return nil
+}
+
+// Close ends the session (DELETE for legacy HTTP) and stops a stdio process.
+func (u *Upstream) Close(ctx context.Context) error {
+	u.mu.Lock()
+	s := u.sess
+	u.sess = nil
+	u.mu.Unlock()
+	sid := ""
+	if s != nil {
+		sid = s.id
+	}
+	return u.conn.close(ctx, sid)
+}
+
+func supports(data json.RawMessage, version string) bool {
+	var d struct {
+		Supported []string `json:"supported"`
+	}
+	return json.Unmarshal(data, &d) == nil && contains(d.Supported, version)
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
