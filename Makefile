@@ -4,7 +4,9 @@ BIN       := bin/manifold
 CONFIG    ?= config.example.yaml
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: build run test vet fmt conformance bench clean
+SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: build run test vet deps conformance bench clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/manifold
@@ -16,14 +18,19 @@ vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 
-test: vet build
+# The cache tests start their own redis-server processes; install it if missing.
+deps:
+	@command -v redis-server >/dev/null || { echo "installing redis-server"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
+
+test: vet build deps
 	$(GO) test $(TEST_FLAGS) ./...
 
 conformance: build
 	scripts/conformance
 
-bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 3s -count 1 ./test/
+bench: build deps
+	$(GO) test -run '^$$' -bench . -benchtime 3s -count 3 ./test/
 
 clean:
 	rm -rf bin

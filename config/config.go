@@ -42,8 +42,68 @@ type Config struct {
 	// CursorTTL is how long a pagination cursor stays valid.
 	CursorTTL time.Duration `yaml:"cursor_ttl"`
 	Log       Log           `yaml:"log"`
+	Auth      Auth          `yaml:"auth"`
+	Cache     Cache         `yaml:"cache"`
 	Upstreams []Upstream    `yaml:"upstreams"`
 }
+
+// Auth makes Manifold authenticate its callers itself. With no tokens,
+// every caller is admitted and upstreams judge the credentials forwarded to
+// them.
+type Auth struct {
+	// BearerTokens are the accepted `Authorization: Bearer` tokens.
+	BearerTokens []string `yaml:"bearer_tokens"`
+}
+
+// Cache configures the two-tier response cache.
+type Cache struct {
+	Memory Memory `yaml:"memory"`
+	// Redis, when it has an address, is the tier shared by every replica.
+	Redis Redis `yaml:"redis"`
+	// Secret keys the credential fingerprints of private entries. Required
+	// with Redis, so replicas agree; otherwise random per process.
+	Secret string `yaml:"secret"`
+	// CredentialHeaders are the request headers that make up a caller's
+	// authorization context.
+	CredentialHeaders []string `yaml:"credential_headers"`
+	// MaxEntryBytes bounds one cached result; larger ones are not cached.
+	MaxEntryBytes ByteSize `yaml:"max_entry_bytes"`
+	// MaxTTL caps the lifetime an upstream's ttlMs can give an entry.
+	MaxTTL time.Duration `yaml:"max_ttl"`
+	// StaleIfError is how long past its freshness an entry may still be
+	// served, with ttlMs 0, when the upstream cannot be reached.
+	StaleIfError *time.Duration `yaml:"stale_if_error"`
+}
+
+// Memory is the in-process tier.
+type Memory struct {
+	// MaxBytes bounds the tier; 0 turns it off.
+	MaxBytes *ByteSize `yaml:"max_bytes"`
+}
+
+// Redis is the shared tier.
+type Redis struct {
+	// URL is redis:// or rediss:// (standalone). Addrs with MasterName is
+	// Sentinel; Addrs alone with several entries is Cluster.
+	URL        string   `yaml:"url"`
+	Addrs      []string `yaml:"addrs"`
+	MasterName string   `yaml:"master_name"`
+	Username   string   `yaml:"username"`
+	Password   string   `yaml:"password"`
+	DB         int      `yaml:"db"`
+	// Prefix starts every key and the invalidation channel.
+	Prefix string `yaml:"prefix"`
+	// Timeout bounds each Redis command; a cache must cost little more
+	// than a miss when Redis is slow.
+	Timeout time.Duration `yaml:"timeout"`
+	// BreakerFailures consecutive failures open the circuit breaker for
+	// BreakerCooldown, during which Redis is not asked.
+	BreakerFailures int           `yaml:"breaker_failures"`
+	BreakerCooldown time.Duration `yaml:"breaker_cooldown"`
+}
+
+// Enabled reports whether a Redis tier is configured.
+func (r *Redis) Enabled() bool { return r.URL != "" || len(r.Addrs) > 0 }
 
 // Log configures log/slog output.
 type Log struct {
@@ -75,6 +135,11 @@ type Upstream struct {
 	Retries *int `yaml:"retries"`
 	// MaxResponseBytes bounds one upstream message.
 	MaxResponseBytes ByteSize `yaml:"max_response_bytes"`
+	// DefaultTTL and DefaultScope stand in for the cache hints a legacy
+	// server does not send. The default TTL, 0, caches nothing its owner
+	// did not allow.
+	DefaultTTL   time.Duration `yaml:"default_ttl"`
+	DefaultScope string        `yaml:"default_scope"`
 }
 
 // TLS configures an HTTPS upstream.

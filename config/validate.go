@@ -54,6 +54,14 @@ const (
 	DefaultTimeout          = 30 * time.Second
 	DefaultRetries          = 2
 	DefaultMaxResponseBytes = 16 << 20
+	DefaultMemoryBytes      = 64 << 20
+	DefaultMaxEntryBytes    = 1 << 20
+	DefaultMaxTTL           = time.Hour
+	DefaultStaleIfError     = 5 * time.Minute
+	DefaultRedisTimeout     = 100 * time.Millisecond
+	DefaultRedisPrefix      = "manifold:"
+	DefaultBreakerFailures  = 5
+	DefaultBreakerCooldown  = 5 * time.Second
 )
 
 func (c *Config) applyDefaults() {
@@ -78,6 +86,36 @@ func (c *Config) applyDefaults() {
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
 	}
+	cc := &c.Cache
+	if cc.Memory.MaxBytes == nil {
+		n := ByteSize(DefaultMemoryBytes)
+		cc.Memory.MaxBytes = &n
+	}
+	if cc.MaxEntryBytes == 0 {
+		cc.MaxEntryBytes = DefaultMaxEntryBytes
+	}
+	if cc.MaxTTL == 0 {
+		cc.MaxTTL = DefaultMaxTTL
+	}
+	if cc.StaleIfError == nil {
+		d := DefaultStaleIfError
+		cc.StaleIfError = &d
+	}
+	if len(cc.CredentialHeaders) == 0 {
+		cc.CredentialHeaders = []string{"Authorization"}
+	}
+	if cc.Redis.Prefix == "" {
+		cc.Redis.Prefix = DefaultRedisPrefix
+	}
+	if cc.Redis.Timeout == 0 {
+		cc.Redis.Timeout = DefaultRedisTimeout
+	}
+	if cc.Redis.BreakerFailures == 0 {
+		cc.Redis.BreakerFailures = DefaultBreakerFailures
+	}
+	if cc.Redis.BreakerCooldown == 0 {
+		cc.Redis.BreakerCooldown = DefaultBreakerCooldown
+	}
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
 		if u.Protocol == "" {
@@ -92,6 +130,9 @@ func (c *Config) applyDefaults() {
 		}
 		if u.MaxResponseBytes == 0 {
 			u.MaxResponseBytes = DefaultMaxResponseBytes
+		}
+		if u.DefaultScope == "" {
+			u.DefaultScope = "private"
 		}
 	}
 }
@@ -147,6 +188,12 @@ func (c *Config) validate() []Problem {
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		bad("log.format", "must be text or json, not %q", c.Log.Format)
+	}
+	ps = append(ps, c.Cache.validate()...)
+	for i, tok := range c.Auth.BearerTokens {
+		if len(tok) < 16 {
+			bad(fmt.Sprintf("auth.bearer_tokens[%d]", i), "must be at least 16 characters")
+		}
 	}
 	if len(c.Upstreams) == 0 {
 		bad("upstreams", "at least one upstream is required")
@@ -221,6 +268,12 @@ func (u *Upstream) validate(path string, seen map[string]int, i int) []Problem {
 	if u.Timeout < 0 {
 		bad("timeout", "must not be negative")
 	}
+	if u.DefaultTTL < 0 {
+		bad("default_ttl", "must not be negative")
+	}
+	if u.DefaultScope != "private" && u.DefaultScope != "public" {
+		bad("default_scope", "must be private or public, not %q", u.DefaultScope)
+	}
 	if *u.Retries < 0 || *u.Retries > 10 {
 		bad("retries", "must be between 0 and 10")
 	}
@@ -255,4 +308,58 @@ func validHeaderName(s string) bool {
 		}
 	}
 	return true
+}
+
+func (c *Cache) validate() []Problem {
+	var ps []Problem
+	bad := func(key, format string, args ...any) {
+		ps = append(ps, Problem{Path: "cache." + key, Message: fmt.Sprintf(format, args...)})
+	}
+	if *c.Memory.MaxBytes < 0 {
+		bad("memory.max_bytes", "must not be negative")
+	}
+	if c.MaxEntryBytes < 1 {
+		bad("max_entry_bytes", "must be positive")
+	}
+	if c.MaxTTL < time.Second {
+		bad("max_ttl", "must be at least 1s")
+	}
+	if *c.StaleIfError < 0 {
+		bad("stale_if_error", "must not be negative")
+	}
+	for i, h := range c.CredentialHeaders {
+		if !validHeaderName(h) {
+			bad(fmt.Sprintf("credential_headers[%d]", i), "%q is not a valid HTTP header name", h)
+		}
+	}
+	r := &c.Redis
+	if !r.Enabled() {
+		return ps
+	}
+	if len(c.Secret) < 16 {
+		bad("secret", "is required with redis (at least 16 characters), so every replica computes the same credential fingerprints")
+	}
+	if r.URL != "" && len(r.Addrs) > 0 {
+		bad("redis.addrs", "url and addrs are exclusive")
+	}
+	if r.URL != "" {
+		if u, err := url.Parse(r.URL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
+			bad("redis.url", "must be a redis://, rediss:// or unix:// URL")
+		}
+	}
+	for i, a := range r.Addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad(fmt.Sprintf("redis.addrs[%d]", i), "must be host:port")
+		}
+	}
+	if r.Timeout <= 0 || r.Timeout > 10*time.Second {
+		bad("redis.timeout", "must be between 1ns and 10s")
+	}
+	if r.BreakerFailures < 1 {
+		bad("redis.breaker_failures", "must be at least 1")
+	}
+	if r.BreakerCooldown < 10*time.Millisecond {
+		bad("redis.breaker_cooldown", "must be at least 10ms")
+	}
+	return ps
 }

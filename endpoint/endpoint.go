@@ -14,10 +14,12 @@
 package endpoint
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -25,6 +27,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -64,12 +67,16 @@ type Options struct {
 	AllowedHosts   []string
 	AllowedOrigins []string
 	MaxBodyBytes   int64
-	Logger         *slog.Logger
+	// BearerTokens, if any, are the only credentials admitted: a request
+	// without one of them is refused before anything else looks at it.
+	BearerTokens []string
+	Logger       *slog.Logger
 }
 
 // Endpoint is an http.Handler for POST /mcp.
 type Endpoint struct {
-	o Options
+	o      Options
+	tokens [][32]byte // digests of the accepted bearer tokens
 }
 
 // New returns an Endpoint.
@@ -77,7 +84,29 @@ func New(o Options) *Endpoint {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Endpoint{o: o}
+	e := &Endpoint{o: o}
+	for _, t := range o.BearerTokens {
+		e.tokens = append(e.tokens, sha256.Sum256([]byte(t)))
+	}
+	return e
+}
+
+// authenticated checks the bearer token in constant time. Comparing
+// digests keeps the token's length out of the timing too.
+func (e *Endpoint) authenticated(r *http.Request) bool {
+	if len(e.tokens) == 0 {
+		return true
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	match := 0
+	for _, want := range e.tokens {
+		match |= subtle.ConstantTimeCompare(got[:], want[:])
+	}
+	return match == 1
 }
 
 func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -98,12 +127,20 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "forbidden: Origin %q is not allowed", o), http.StatusForbidden)
 		return
 	}
+	if !e.authenticated(r) {
+		// Before the body is read and long before any cache is consulted:
+		// a caller who is not admitted learns nothing, public entries
+		// included.
+		w.Header().Set("WWW-Authenticate", `Bearer realm="manifold"`)
+		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "unauthorized: a valid bearer token is required"), http.StatusUnauthorized)
+		return
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "method %s not allowed: this endpoint is stateless and accepts POST only", r.Method), http.StatusMethodNotAllowed)
 		return
 	}
-	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" && mediaType(ct) != "application/json" {
 		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Content-Type must be application/json"), http.StatusUnsupportedMediaType)
 		return
 	}
@@ -153,7 +190,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the specification's examples and the conformance suite agree on: required
 // `_meta` members (-32602), then headers (-32020), then the version (-32022).
 func (e *Endpoint) validate(r *http.Request, msg *jsonrpc.Message) (*mcp.Request, *jsonrpc.Error) {
-	params, err := jsonrpc.ParseObject(msg.Params)
+	params, err := msg.ParamsObject()
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params must be an object")
 	}
@@ -162,8 +199,8 @@ func (e *Endpoint) validate(r *http.Request, msg *jsonrpc.Message) (*mcp.Request
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta must be an object")
 	}
 	delete(params, "_meta")
-	var version string
-	if ok, err := meta.Get(mcp.MetaProtocolVersion, &version); !ok || err != nil || version == "" {
+	version, ok := meta.Str(mcp.MetaProtocolVersion)
+	if !ok || version == "" {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta[%q] is required and must be a string", mcp.MetaProtocolVersion)
 	}
 	if caps := meta[mcp.MetaClientCapabilities]; len(caps) == 0 || caps[0] != '{' {
@@ -180,8 +217,8 @@ func (e *Endpoint) validate(r *http.Request, msg *jsonrpc.Message) (*mcp.Request
 		return nil, rpcErr
 	}
 	if p := mcp.NameParam(msg.Method); p != "" {
-		var name string
-		if _, err := params.Get(p, &name); err != nil {
+		name, ok := params.Str(p)
+		if _, present := params[p]; present && !ok {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.%s must be a string", p)
 		}
 		if rpcErr := mirrored(r.Header, mcp.HeaderName, name); rpcErr != nil {
@@ -225,11 +262,19 @@ func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request, req *mcp.Reques
 			e.o.Logger.Error("handler failed", "method", req.Method, "err", err)
 			rpcErr = jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error")
 		}
-		out.finish(jsonrpc.AppendError(nil, id, rpcErr), status(rpcErr.Code))
+		out.finish(status(rpcErr.Code), jsonrpc.AppendError(nil, id, rpcErr))
 		return
 	}
-	out.finish(jsonrpc.AppendResult(nil, id, res), http.StatusOK)
+	// The result is written in place, not copied into one buffer: for a
+	// cache hit this copy would be most of the work left.
+	out.finish(http.StatusOK, resultPrefix, id, resultInfix, res, resultSuffix)
 }
+
+var (
+	resultPrefix = []byte(`{"jsonrpc":"2.0","id":`)
+	resultInfix  = []byte(`,"result":`)
+	resultSuffix = []byte(`}`)
+)
 
 // responder writes one response, switching to SSE when a notification must
 // go out before it.
@@ -258,19 +303,26 @@ func (o *responder) notify(n *jsonrpc.Message) {
 	}
 }
 
-func (o *responder) finish(body []byte, code int) {
+// finish writes the response, the concatenation of parts.
+func (o *responder) finish(code int, parts ...[]byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.done = true
 	if o.stream != nil {
-		_ = o.stream.Event(body)
+		_ = o.stream.Event(bytes.Join(parts, nil))
 		return
 	}
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
 	h := o.w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", fmt.Sprint(len(body)))
+	h["Content-Type"] = []string{"application/json"} // canonical keys: no need for Set
+	h["Content-Length"] = []string{strconv.Itoa(n)}
 	o.w.WriteHeader(code)
-	_, _ = o.w.Write(body)
+	for _, p := range parts {
+		_, _ = o.w.Write(p)
+	}
 }
 
 // status maps a JSON-RPC error to the HTTP status 2026-07-28 gives it.
@@ -292,11 +344,19 @@ func writeError(w http.ResponseWriter, id json.RawMessage, e *jsonrpc.Error, cod
 	_, _ = w.Write(body)
 }
 
+func mediaType(v string) string {
+	mt, _, _ := mime.ParseMediaType(v)
+	return mt
+}
+
 // accepts reports whether the Accept header admits JSON and SSE. A missing
 // header admits both.
 func accepts(values []string) (json, sse bool) {
 	if len(values) == 0 {
 		return true, true
+	}
+	if len(values) == 1 && values[0] == "application/json, text/event-stream" {
+		return true, true // what every conforming client sends
 	}
 	for _, v := range values {
 		for _, part := range strings.Split(v, ",") {

@@ -222,21 +222,13 @@ func (s *Server) reply(req *request, res any) {
 		obj, _ := jsonrpc.ParseObject(b)
 		_ = obj.Set("resultType", mcp.ResultTypeComplete)
 		_ = obj.Set("_meta", map[string]any{mcp.MetaServerInfo: ServerInfo})
-		if cacheable(req.method) {
+		if mcp.Cacheable(req.method) {
 			_ = obj.Set("ttlMs", s.o.TTL.Milliseconds())
 			_ = obj.Set("cacheScope", mcp.ScopePublic)
 		}
 		b = obj.Marshal()
 	}
 	s.write(jsonrpc.AppendResult(nil, req.id, b))
-}
-
-func cacheable(method string) bool {
-	switch method {
-	case mcp.MethodDiscover, mcp.MethodResourcesList, mcp.MethodTemplatesList, mcp.MethodResourcesRead:
-		return true
-	}
-	return false
 }
 
 func (s *Server) capabilities() mcp.Capabilities {

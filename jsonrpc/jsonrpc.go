@@ -46,6 +46,10 @@ type Message struct {
 	Error   *Error          `json:"error,omitempty"`
 }
 
+// ParamsObject splits the params of a message returned by Decode, which
+// validated them with the rest of the message, without checking them again.
+func (m *Message) ParamsObject() (Object, error) { return split(m.Params) }
+
 // HasID reports whether the message carries a non-null id.
 func (m *Message) HasID() bool { return len(m.ID) > 0 && !bytes.Equal(m.ID, null) }
 
@@ -91,39 +95,59 @@ func (e *Error) WithData(data any) *Error {
 
 // Decode parses one message and checks its envelope. The error it returns is
 // the JSON-RPC error a server should answer with (-32700 or -32600), carrying
-// the id when one could be read.
+// the id when one could be read. Member names are matched exactly, as JSON-RPC
+// requires (encoding/json would also accept "Method").
 func Decode(data []byte) (*Message, *Error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
 		return nil, Errorf(CodeInvalidRequest, "empty body")
 	}
-	if data[0] == '[' {
-		return nil, Errorf(CodeInvalidRequest, "batch requests are not supported")
-	}
 	if !json.Valid(data) {
 		return nil, Errorf(CodeParseError, "parse error: body is not valid JSON")
+	}
+	if data[0] == '[' {
+		return nil, Errorf(CodeInvalidRequest, "batch requests are not supported")
 	}
 	if data[0] != '{' {
 		return nil, Errorf(CodeInvalidRequest, "a message must be a JSON object")
 	}
-	var m Message
-	if err := json.Unmarshal(data, &m); err != nil {
+	obj, err := split(data)
+	if err != nil {
 		return nil, Errorf(CodeInvalidRequest, "invalid message: %v", err)
 	}
-	if m.JSONRPC != Version {
-		return &m, Errorf(CodeInvalidRequest, `"jsonrpc" must be "2.0"`)
-	}
+	m := &Message{ID: obj["id"], Params: obj["params"], Result: obj["result"]}
 	if len(m.ID) > 0 && !validID(m.ID) {
 		m.ID = nil
-		return &m, Errorf(CodeInvalidRequest, `"id" must be a string or an integer`)
+		return m, Errorf(CodeInvalidRequest, `"id" must be a string or an integer`)
 	}
-	if m.Params != nil && !bytes.Equal(m.Params, null) && m.Params[0] != '{' {
-		return &m, Errorf(CodeInvalidRequest, `"params" must be an object`)
+	if string(obj["jsonrpc"]) != `"2.0"` {
+		return m, Errorf(CodeInvalidRequest, `"jsonrpc" must be "2.0"`)
+	}
+	m.JSONRPC = Version
+	if raw, ok := obj["method"]; ok {
+		if len(raw) == 0 || raw[0] != '"' {
+			return m, Errorf(CodeInvalidRequest, `"method" must be a string`)
+		}
+		if m.Method, err = unquote(raw); err != nil {
+			return m, Errorf(CodeInvalidRequest, `"method" must be a string`)
+		}
+	}
+	if raw, ok := obj["error"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &m.Error); err != nil {
+			return m, Errorf(CodeInvalidRequest, `"error" must be an error object`)
+		}
+	}
+	if string(m.Result) == "null" && m.Error == nil && m.Method == "" {
+		// A null result is still a result.
+		m.Result = json.RawMessage("null")
+	}
+	if m.Params != nil && string(m.Params) != "null" && m.Params[0] != '{' {
+		return m, Errorf(CodeInvalidRequest, `"params" must be an object`)
 	}
 	if m.Method == "" && m.Result == nil && m.Error == nil {
-		return &m, Errorf(CodeInvalidRequest, `a message needs "method", "result" or "error"`)
+		return m, Errorf(CodeInvalidRequest, `a message needs "method", "result" or "error"`)
 	}
-	return &m, nil
+	return m, nil
 }
 
 func validID(id json.RawMessage) bool {

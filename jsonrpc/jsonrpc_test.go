@@ -1,6 +1,10 @@
 package jsonrpc
 
-import "testing"
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
 
 func TestDecode(t *testing.T) {
 	for _, c := range []struct {
@@ -44,6 +48,35 @@ func FuzzDecode(f *testing.F) {
 			out := AppendResult(nil, m.ID, []byte(`{}`))
 			if _, err := Decode(out); err != nil {
 				t.Fatalf("re-encoded response invalid: %s", out)
+			}
+		}
+	})
+}
+
+// ParseObject splits exactly what encoding/json decodes.
+func FuzzParseObject(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1}`, ` { "a" : [1, {"b":"}"}] , "c\"d":"e\\"}`, `{"a":1,"a":2}`, `{"x":{"y":[true,false,null,-1.5e3]}}`, `{"\u00e9":"\ud83d\ude00"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want map[string]json.RawMessage
+		wantErr := json.Unmarshal(b, &want)
+		got, err := ParseObject(b)
+		if wantErr != nil || want == nil {
+			return // not an object: ParseObject may refuse or accept null
+		}
+		if err != nil {
+			t.Fatalf("ParseObject(%q): %v", b, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("ParseObject(%q) = %d members, want %d", b, len(got), len(want))
+		}
+		for k, v := range want {
+			var a, c bytes.Buffer
+			_ = json.Compact(&a, v)
+			_ = json.Compact(&c, got[k])
+			if a.String() != c.String() {
+				t.Fatalf("member %q = %s, want %s", k, c.String(), a.String())
 			}
 		}
 	})

@@ -1,7 +1,9 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -10,20 +12,127 @@ import (
 // replaced, every other member keeps its original bytes.
 type Object map[string]json.RawMessage
 
-// ParseObject decodes raw, which must be a JSON object (or empty or null,
-// which give an empty Object).
+// ParseObject splits raw, which must be a JSON object (or empty or null,
+// which give an empty Object), into its members. The member values are
+// slices of raw, not copies: raw must not be modified afterwards. As with
+// encoding/json, a repeated member keeps its last value.
 func ParseObject(raw json.RawMessage) (Object, error) {
-	o := Object{}
+	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
+		return Object{}, nil
+	}
+	if raw[0] != '{' {
+		return nil, errors.New("not a JSON object")
+	}
+	if !json.Valid(raw) {
+		return nil, errors.New("not valid JSON")
+	}
+	return split(raw)
+}
+
+// split is ParseObject for input already known to be a valid JSON object:
+// a member of a parsed Object, or a message that passed json.Valid.
+func split(raw []byte) (Object, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return Object{}, nil
+	}
+	if raw[0] != '{' {
+		return nil, errors.New("not a JSON object")
+	}
+	o := Object{}
+	i := skipSpace(raw, 1)
+	if raw[i] == '}' {
 		return o, nil
 	}
-	if err := json.Unmarshal(raw, &o); err != nil {
-		return nil, fmt.Errorf("not a JSON object: %w", err)
+	for {
+		kEnd := skipString(raw, i)
+		key, err := unquote(raw[i:kEnd])
+		if err != nil {
+			return nil, err
+		}
+		i = skipSpace(raw, kEnd) + 1 // the ':'
+		i = skipSpace(raw, i)
+		vEnd := skipValue(raw, i)
+		o[key] = json.RawMessage(raw[i:vEnd:vEnd])
+		i = skipSpace(raw, vEnd)
+		if raw[i] == '}' {
+			return o, nil
+		}
+		i = skipSpace(raw, i+1) // past the ','
 	}
-	if o == nil { // the input was null inside whitespace
-		o = Object{}
+}
+
+// The scanners below run on JSON already checked by json.Valid, so they only
+// find boundaries; they never judge syntax.
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
 	}
-	return o, nil
+	return i
+}
+
+// skipString returns the index just past the string starting at b[i].
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index just past the value starting at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = skipString(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	default: // number, true, false, null
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+			j++
+		}
+		return j
+	}
+}
+
+// unquote decodes a JSON string literal, without allocating beyond the
+// result when it is plain ASCII without escapes (anything else goes through
+// encoding/json, which also replaces invalid UTF-8).
+func unquote(lit []byte) (string, error) {
+	plain := true
+	for _, c := range lit[1 : len(lit)-1] {
+		if c == '\\' || c >= 0x80 {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return string(lit[1 : len(lit)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(lit, &s)
+	return s, err
 }
 
 // Get decodes member key into v and reports whether it was present. A member
@@ -41,11 +150,41 @@ func (o Object) Get(key string, v any) (bool, error) {
 
 // String returns member key if it is a JSON string, else "".
 func (o Object) String(key string) string {
-	var s string
-	if raw, ok := o[key]; ok && len(raw) > 0 && raw[0] == '"' {
-		_ = json.Unmarshal(raw, &s)
+	raw, ok := o[key]
+	if !ok || len(raw) < 2 || raw[0] != '"' {
+		return ""
 	}
+	s, _ := unquote(raw)
 	return s
+}
+
+// Str returns member key and whether it is a JSON string.
+func (o Object) Str(key string) (string, bool) {
+	raw, ok := o[key]
+	if !ok || len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	s, err := unquote(raw)
+	return s, err == nil
+}
+
+// Quote encodes s as a JSON string.
+func Quote(s string) json.RawMessage {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		b := make([]byte, 0, len(s)+2)
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
+	b, _ := json.Marshal(s)
+	return b
 }
 
 // Set replaces member key with the encoding of v.
@@ -61,7 +200,7 @@ func (o Object) Set(key string, v any) error {
 // Object returns member key decoded one level deep; a missing member gives an
 // empty Object.
 func (o Object) Object(key string) (Object, error) {
-	sub, err := ParseObject(o[key])
+	sub, err := split(o[key]) // members are valid: their parent was checked
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", key, err)
 	}

@@ -31,6 +31,16 @@ var Legacy = []string{Version20251125, Version20250618, Version20250326}
 // IsLegacy reports whether v is a session-based revision Manifold speaks.
 func IsLegacy(v string) bool { return slices.Contains(Legacy, v) }
 
+// Cacheable reports whether results of method may carry cache hints
+// (SEP-2549).
+func Cacheable(method string) bool {
+	switch method {
+	case MethodDiscover, MethodResourcesList, MethodTemplatesList, MethodResourcesRead, MethodToolsList, MethodPromptsList:
+		return true
+	}
+	return false
+}
+
 // Methods.
 const (
 	MethodDiscover           = "server/discover"
@@ -139,4 +149,27 @@ type Request struct {
 	// Notify, if set, receives the request-scoped notifications (progress,
 	// log messages) an upstream sends while serving the request.
 	Notify func(*jsonrpc.Message)
+}
+
+// NormalizeTTL reads a ttlMs hint the way a cache must: absent, negative or
+// fractional-below-one values are 0 (stale at once), and absurdly large ones
+// are capped at a year.
+func NormalizeTTL(ms float64) int64 {
+	const maxTTL = int64(365 * 24 * 3600 * 1000)
+	switch {
+	case ms <= 0:
+		return 0
+	case ms >= float64(maxTTL):
+		return maxTTL
+	}
+	return int64(ms)
+}
+
+// NormalizeScope reads a cacheScope hint the way a shared cache must: only
+// an exact "public" is public; missing, unknown or mis-cased is private.
+func NormalizeScope(s string) string {
+	if s == ScopePublic {
+		return ScopePublic
+	}
+	return ScopePrivate
 }

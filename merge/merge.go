@@ -237,26 +237,5 @@ func (m *Merger) fetch(ctx context.Context, upstream string, req *mcp.Request, l
 	if r.ResultType != "" && r.ResultType != mcp.ResultTypeComplete {
 		return page{err: fmt.Errorf("%s result has resultType %q", method, r.ResultType)}
 	}
-	return page{items: items, next: r.NextCursor, ttlMs: TTL(r.TTLms), scope: Scope(r.Scope)}
-}
-
-// TTL normalises a ttlMs hint: negative, fractional or absurd values are
-// clamped to what a cache may safely assume.
-func TTL(ms float64) int64 {
-	const maxTTL = int64(365 * 24 * 3600 * 1000)
-	switch {
-	case ms <= 0:
-		return 0
-	case ms >= float64(maxTTL):
-		return maxTTL
-	}
-	return int64(ms)
-}
-
-// Scope normalises a cacheScope hint: only an exact "public" is public.
-func Scope(s string) string {
-	if s == mcp.ScopePublic {
-		return mcp.ScopePublic
-	}
-	return mcp.ScopePrivate
+	return page{items: items, next: r.NextCursor, ttlMs: mcp.NormalizeTTL(r.TTLms), scope: mcp.NormalizeScope(r.Scope)}
 }

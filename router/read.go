@@ -12,8 +12,8 @@ import (
 
 // read routes a resources/read to the upstream that serves its URI.
 func (r *Router) read(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
-	var uri string
-	if ok, err := req.Params.Get("uri", &uri); !ok || err != nil {
+	uri, ok := req.Params.Str("uri")
+	if !ok {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.uri must be a string")
 	}
 	if !validURI(uri) {
@@ -50,8 +50,10 @@ func (r *Router) read(ctx context.Context, req *mcp.Request) (json.RawMessage, e
 
 func (r *Router) readFrom(ctx context.Context, u *upstream.Upstream, req *mcp.Request, uri, inner string) (json.RawMessage, error) {
 	sub := *req
-	sub.Params = req.Params.Clone()
-	_ = sub.Params.Set("uri", inner)
+	if inner != uri {
+		sub.Params = req.Params.Clone()
+		sub.Params["uri"] = jsonrpc.Quote(inner)
+	}
 	res, err := r.fetch(ctx, u, &sub, uri)
 	if err != nil {
 		var ue *unavailableError
@@ -63,7 +65,7 @@ func (r *Router) readFrom(ctx context.Context, u *upstream.Upstream, req *mcp.Re
 		}
 		return nil, err
 	}
-	return r.decorate(res)
+	return res, nil
 }
 
 // decorate gives an upstream's read result what every result Manifold sends

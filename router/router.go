@@ -15,9 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"slices"
+	"strings"
 
+	"github.com/manifold-mcp/manifold/cache"
 	"github.com/manifold-mcp/manifold/jsonrpc"
 	"github.com/manifold-mcp/manifold/mcp"
 	"github.com/manifold-mcp/manifold/merge"
@@ -34,6 +35,8 @@ type Options struct {
 	Logger    *slog.Logger
 	// Capabilities is what server/discover advertises.
 	Capabilities mcp.Capabilities
+	// Cache answers what it can; nil means every call reaches its upstream.
+	Cache *cache.Cache
 }
 
 // Router routes requests. It is safe for concurrent use.
@@ -43,6 +46,7 @@ type Router struct {
 	ns       namespace.Namespace
 	merger   *merge.Merger
 	routes   *routes
+	cache    *cache.Cache
 	log      *slog.Logger
 	discover json.RawMessage
 	meta     json.RawMessage // the result `_meta` naming Manifold
@@ -57,7 +61,7 @@ func New(o Options) *Router {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Router{ups: o.Upstreams, byName: map[string]*upstream.Upstream{}, ns: o.Namespace, log: o.Logger}
+	r := &Router{ups: o.Upstreams, byName: map[string]*upstream.Upstream{}, ns: o.Namespace, cache: o.Cache, log: o.Logger}
 	names := make([]string, len(o.Upstreams))
 	for i, u := range o.Upstreams {
 		r.byName[u.Name()] = u
@@ -139,11 +143,26 @@ func (r *Router) fetchPage(ctx context.Context, name string, req *mcp.Request) (
 	return res, err
 }
 
-// fetch is the one way to an upstream. It returns the result with its URIs in
-// the merged view, or the upstream's error made legal for 2026-07-28 (a
-// *jsonrpc.Error), or a failure to get an answer. uri is the merged-view URI
-// of a read, for not-found errors.
+// fetch is the one way to an upstream, through the cache. It returns the
+// result in the merged view, or the upstream's error made legal for
+// 2026-07-28 (a *jsonrpc.Error), or a failure to get an answer. uri is the
+// merged-view URI of a read, for not-found errors.
 func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Request, uri string) (json.RawMessage, error) {
+	fill := func(ctx context.Context) (json.RawMessage, error) { return r.call(ctx, u, req, uri) }
+	if r.cache == nil {
+		return fill(ctx)
+	}
+	tag := cache.TagResourceLists
+	if req.Method == mcp.MethodResourcesRead {
+		tag = req.Params.String("uri")
+	}
+	return r.cache.Get(ctx, cache.Request{Upstream: u.Name(), Era: u.Era(), Tag: tag, Req: req, Forwarded: u.ForwardHeaders()}, fill)
+}
+
+// call asks the upstream and puts its answer in the shape the cache stores
+// and callers see: URIs namespaced, errors legal, and a read's result
+// decorated with what every result must carry.
+func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Request, uri string) (json.RawMessage, error) {
 	resp, err := u.Call(ctx, req)
 	if err != nil {
 		return nil, &unavailableError{upstream: u.Name(), err: err}
@@ -152,6 +171,9 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 		return nil, legalize(u.Name(), req.Method, uri, resp.Error)
 	}
 	res, err := r.ns.Result(u.Name(), req.Method, resp.Result)
+	if err == nil && req.Method == mcp.MethodResourcesRead {
+		res, err = r.decorate(res)
+	}
 	if err != nil {
 		return nil, &unavailableError{upstream: u.Name(), err: fmt.Errorf("malformed result: %w", err)}
 	}
@@ -177,13 +199,30 @@ func (e *unavailableError) rpc() *jsonrpc.Error {
 	return jsonrpc.Errorf(jsonrpc.CodeInternalError, msg, e.upstream).WithData(map[string]string{"upstream": e.upstream})
 }
 
-// validURI checks a URI a caller asked for: a bounded, absolute URI.
+// validURI checks a URI a caller asked for: bounded, absolute (an RFC 3986
+// scheme and a colon), and free of spaces and control characters. What the
+// rest means is for the upstream that owns the scheme to judge.
 func validURI(uri string) bool {
 	if uri == "" || len(uri) > maxURILen {
 		return false
 	}
-	u, err := url.Parse(uri)
-	return err == nil && u.Scheme != ""
+	colon := strings.IndexByte(uri, ':')
+	if colon < 1 || !isAlpha(uri[0]) {
+		return false
+	}
+	for i := 1; i < colon; i++ {
+		if c := uri[i]; !isAlpha(c) && !(c >= '0' && c <= '9') && c != '+' && c != '-' && c != '.' {
+			return false
+		}
+	}
+	for i := colon; i < len(uri); i++ {
+		if c := uri[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
+
+func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
 const maxURILen = 8 << 10

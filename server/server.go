@@ -5,7 +5,9 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,10 +15,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/manifold-mcp/manifold/cache"
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/endpoint"
 	"github.com/manifold-mcp/manifold/mcp"
 	"github.com/manifold-mcp/manifold/merge"
+	"github.com/manifold-mcp/manifold/metrics"
 	"github.com/manifold-mcp/manifold/namespace"
 	"github.com/manifold-mcp/manifold/router"
 	"github.com/manifold-mcp/manifold/upstream"
@@ -27,6 +31,7 @@ type Server struct {
 	cfg       *config.Config
 	log       *slog.Logger
 	upstreams []*upstream.Upstream
+	cache     *cache.Cache
 	http      *http.Server
 }
 
@@ -41,30 +46,35 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 		}
 		s.upstreams = append(s.upstreams, u)
 	}
-	secret := []byte(cfg.CursorSecret)
-	if len(secret) == 0 {
-		secret = make([]byte, 32)
-		_, _ = rand.Read(secret)
-		if len(cfg.Upstreams) > 1 {
-			log.Info("cursor_secret is not set: pagination cursors are valid on this process only")
-		}
+	names := make([]string, len(s.upstreams))
+	for i, u := range s.upstreams {
+		names[i] = u.Name()
 	}
+	c, err := cache.New(cfg.Cache, names, log)
+	if err != nil {
+		s.closeUpstreams(context.Background())
+		return nil, err
+	}
+	s.cache = c
 	rt := router.New(router.Options{
 		Upstreams:    s.upstreams,
 		Namespace:    namespace.Namespace{Prefix: cfg.Namespace == config.NamespacePrefix},
-		Codec:        merge.NewCodec(secret, cfg.CursorTTL),
+		Codec:        merge.NewCodec(cursorSecret(cfg, log), cfg.CursorTTL),
 		Logger:       log,
 		Capabilities: mcp.Capabilities{Resources: &mcp.ResourcesCapability{}},
+		Cache:        c,
 	})
 	ep := endpoint.New(endpoint.Options{
 		Handler:        rt,
 		AllowedHosts:   cfg.AllowedHosts,
 		AllowedOrigins: cfg.AllowedOrigins,
 		MaxBodyBytes:   int64(cfg.MaxRequestBytes),
+		BearerTokens:   cfg.Auth.BearerTokens,
 		Logger:         log,
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", ep)
+	mux.Handle("GET /metrics", metrics.Handler(c))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
@@ -78,6 +88,27 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 	}
 	return s, nil
 }
+
+// cursorSecret is the key that signs pagination cursors: cursor_secret, or
+// one derived from the cache secret (which replicas sharing Redis already
+// share), or a random one valid on this process only.
+func cursorSecret(cfg *config.Config, log *slog.Logger) []byte {
+	if cfg.CursorSecret != "" {
+		return []byte(cfg.CursorSecret)
+	}
+	if cfg.Cache.Secret != "" {
+		m := hmac.New(sha256.New, []byte(cfg.Cache.Secret))
+		m.Write([]byte("manifold cursor secret"))
+		return m.Sum(nil)
+	}
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	log.Info("neither cursor_secret nor cache.secret is set: pagination cursors are valid on this process only")
+	return secret
+}
+
+// Handler is the HTTP handler Serve serves: /mcp, /metrics and /healthz.
+func (s *Server) Handler() http.Handler { return s.http.Handler }
 
 // Serve accepts connections on l until ctx is done, then drains: in-flight
 // requests get ShutdownTimeout to finish, and upstreams are closed (legacy
@@ -112,6 +143,10 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	uctx, ucancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer ucancel()
 	s.closeUpstreams(uctx)
+	s.log.Info("cache summary: " + s.cache.Summary())
+	if err := s.cache.Close(); err != nil {
+		s.log.Warn("closing cache", "err", err)
+	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", serveErr)
 	}

@@ -6,10 +6,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/manifold-mcp/manifold/redistest"
 )
 
 // Benchmarks run a load generator, Manifold and the upstream in one process,
@@ -79,5 +85,124 @@ func BenchmarkPassThroughRead(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// hintedUpstream serves test://... reads with a 10-minute public ttl, so a
+// warm Manifold answers from its cache; a template makes every URI valid.
+func hintedUpstream(b *testing.B) (*httpUpstream, *atomic.Int64) {
+	var calls atomic.Int64
+	text := strings.Repeat("manifold benchmark payload ", 38)[:1024]
+	s := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ServerOptions{
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.TTLMs, c.CacheScope = 600_000, "public" },
+	})
+	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "test://{+path}", Name: "any"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			calls.Add(1)
+			if req.Params.URI == "test://slow" {
+				time.Sleep(100 * time.Millisecond)
+			}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: text}}}, nil
+		})
+	return modernSDK(b, s), &calls
+}
+
+// bareServer answers every POST with body, after reading the request: the
+// least any HTTP JSON-RPC server can do, the reference for a cache hit.
+func bareServer(b *testing.B, body []byte) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	b.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+func parallel(b *testing.B, url string, h http.Header, body []byte) {
+	benchPost(b, url, h, body)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			benchPost(b, url, h, body)
+		}
+	})
+}
+
+// BenchmarkCachedRead compares a memory-tier hit through Manifold with a
+// bare net/http handler answering the same bytes, and measures a Redis hit
+// with the memory tier off.
+func BenchmarkCachedRead(b *testing.B) {
+	up, _ := hintedUpstream(b)
+	uri := "h+test://doc"
+	h := headers("resources/read", uri)
+	body := []byte(rpcBody(1, "resources/read", fmt.Sprintf(`"uri":%q`, uri)))
+	memory := startProxy(b, "upstreams:"+httpUpstreamYAML("h", up.URL))
+	// The bare handler answers exactly what Manifold answers for this read.
+	resp, err := benchClient.Do(func() *http.Request {
+		r, _ := http.NewRequest(http.MethodPost, memory.URL, bytes.NewReader(body))
+		r.Header = h
+		return r
+	}())
+	if err != nil {
+		b.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	bare := bareServer(b, answer)
+
+	b.Run("bare-net-http", func(b *testing.B) { parallel(b, bare, h, body) })
+	b.Run("manifold-memory-hit", func(b *testing.B) { parallel(b, memory.URL, h, body) })
+
+	rs := redistest.Start(b)
+	redisOnly := startProxy(b, fmt.Sprintf("cache: {memory: {max_bytes: 0}, secret: bench-secret-0123456789, redis: {url: %q}}\nupstreams:", rs.URL())+httpUpstreamYAML("h", up.URL))
+	benchPost(b, redisOnly.URL, h, body)
+	time.Sleep(200 * time.Millisecond) // the shared write is asynchronous
+	b.Run("manifold-redis-hit", func(b *testing.B) { parallel(b, redisOnly.URL, h, body) })
+}
+
+// BenchmarkMiss measures a cacheable read that misses every tier (a new URI
+// each time) through Manifold, against the same reads sent to the upstream
+// directly: the cost of looking up, filling and storing on top of the hop.
+func BenchmarkMiss(b *testing.B) {
+	up, _ := hintedUpstream(b)
+	p := startProxy(b, "upstreams:"+httpUpstreamYAML("h", up.URL))
+	var n atomic.Int64
+	for _, tg := range []struct{ name, url, prefix string }{{"direct", up.URL, ""}, {"manifold", p.URL, "h+"}} {
+		b.Run(tg.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				uri := fmt.Sprintf("%stest://miss/%d", tg.prefix, n.Add(1))
+				benchPost(b, tg.url, headers("resources/read", uri), []byte(rpcBody(1, "resources/read", fmt.Sprintf(`"uri":%q`, uri))))
+			}
+		})
+	}
+}
+
+// BenchmarkColdStampede sends 500 concurrent identical reads of a cold,
+// slow resource and reports the upstream calls they cost (goal: 1).
+func BenchmarkColdStampede(b *testing.B) {
+	up, calls := hintedUpstream(b)
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		p := startProxy(b, "upstreams:"+httpUpstreamYAML("h", up.URL))
+		benchPost(b, p.URL, headers("server/discover", ""), []byte(rpcBody(1, "server/discover", "")))
+		before := calls.Load()
+		b.StartTimer()
+		var wg sync.WaitGroup
+		for i := 0; i < 500; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				benchPost(b, p.URL, headers("resources/read", "h+test://slow"), []byte(rpcBody(i, "resources/read", `"uri":"h+test://slow"`)))
+			}()
+		}
+		wg.Wait()
+		b.StopTimer()
+		b.ReportMetric(float64(calls.Load()-before), "upstream-calls/500-reads")
+		p.stop()
+		b.StartTimer()
 	}
 }

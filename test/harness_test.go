@@ -70,9 +70,10 @@ func (l *logBuffer) String() string {
 
 // proxy is a Manifold running in this process.
 type proxy struct {
-	URL  string // the /mcp endpoint
-	Logs *logBuffer
-	stop func()
+	URL     string // the /mcp endpoint
+	Logs    *logBuffer
+	handler http.Handler
+	stop    func()
 }
 
 // startProxy parses yamlText (after the header a test does not care about)
@@ -106,7 +107,7 @@ func startProxyConfig(t testing.TB, cfg *config.Config) *proxy {
 			t.Errorf("Serve: %v", err)
 		}
 	}()
-	p := &proxy{URL: "http://" + l.Addr().String() + "/mcp", Logs: logs}
+	p := &proxy{URL: "http://" + l.Addr().String() + "/mcp", Logs: logs, handler: srv.Handler()}
 	var once sync.Once
 	p.stop = func() {
 		once.Do(func() {

@@ -83,7 +83,8 @@ func newSDKServer(name string, o sdkOptions) *mcp.Server {
 	return s
 }
 
-// counter counts the JSON-RPC methods an HTTP upstream receives.
+// counter counts the JSON-RPC methods an HTTP upstream receives, and each
+// method with its params.uri ("resources/read test://x").
 type counter struct {
 	mu sync.Mutex
 	n  map[string]int
@@ -102,10 +103,16 @@ func (c *counter) wrap(next http.Handler) http.Handler {
 			r.Body = io.NopCloser(bytes.NewReader(b))
 			var m struct {
 				Method string `json:"method"`
+				Params struct {
+					URI string `json:"uri"`
+				} `json:"params"`
 			}
 			_ = json.Unmarshal(b, &m)
 			c.mu.Lock()
 			c.n[m.Method]++
+			if m.Params.URI != "" {
+				c.n[m.Method+" "+m.Params.URI]++
+			}
 			c.mu.Unlock()
 		} else {
 			c.mu.Lock()
@@ -134,7 +141,11 @@ func serveHTTP(t testing.TB, h http.Handler) *httpUpstream {
 // modernSDK serves s statelessly: the 2026-07-28 era (and legacy requests
 // without sessions).
 func modernSDK(t testing.TB, s *mcp.Server) *httpUpstream {
-	return serveHTTP(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+	return serveHTTP(t, modernHandler(s))
+}
+
+func modernHandler(s *mcp.Server) http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
 }
 
 // legacySDK serves s with sessions: 2025-11-25 and older only.
@@ -188,9 +199,13 @@ func httpUpstreamYAML(name, url string, extra ...string) string {
 // runChild runs the stdio server named by kind:
 //   - "sdk:NAME": newSDKServer(NAME) with 3 resources, plus test://NAME/pid
 //     whose text is the process id (so a test can kill it);
-//   - "sdk-legacy-notfound:NAME": the same, but not-found is the legacy -32002.
+//   - "sdk-legacy-notfound:NAME": the same, but not-found is the legacy -32002;
+//   - "bare:ADDR": the benchmarks' reference HTTP server (see runBare).
 func runChild(kind string) int {
 	variant, name, _ := strings.Cut(kind, ":")
+	if variant == "bare" {
+		return runBare(name)
+	}
 	if variant == "sdk-legacy-notfound" {
 		mcp.CodeResourceNotFound = -32002 //nolint:staticcheck // the legacy code, on purpose
 	}
@@ -206,4 +221,23 @@ func runChild(kind string) int {
 		return 1
 	}
 	return 0
+}
+
+// runBare serves, on addr, every POST with the bytes of the file named by
+// MANIFOLD_BARE_BODY, after reading the request: the least an HTTP JSON-RPC
+// server can do, the reference a cache hit is measured against
+// (scripts/bench-wrk).
+func runBare(addr string) int {
+	body, err := os.ReadFile(os.Getenv("MANIFOLD_BARE_BODY"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	err = http.ListenAndServe(addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	fmt.Fprintln(os.Stderr, err)
+	return 1
 }

@@ -83,7 +83,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"wrong jsonrpc version", hd, strings.Replace(rpcBody(45, "server/discover", ""), `"2.0"`, `"1.0"`, 1), 400, -32600, "45"},
 		{"id is an object", hd, `{"jsonrpc":"2.0","id":{"a":1},"method":"server/discover","params":{}}`, 400, -32600, "null"},
 		{"id is fractional", hd, `{"jsonrpc":"2.0","id":1.5,"method":"server/discover","params":{}}`, 400, -32600, "null"},
-		{"method not a string", hd, `{"jsonrpc":"2.0","id":46,"method":7,"params":{}}`, 400, -32600, "null"},
+		{"method not a string", hd, `{"jsonrpc":"2.0","id":46,"method":7,"params":{}}`, 400, -32600, "46"},
 		{"params an array", hd, `{"jsonrpc":"2.0","id":47,"method":"server/discover","params":[]}`, 400, -32600, "47"},
 		{"wrong content type", with(hd, "Content-Type", "text/plain"), rpcBody(41, "server/discover", ""), 415, -32600, "null"},
 		{"unacceptable Accept", with(hd, "Accept", "text/html"), rpcBody(41, "server/discover", ""), 406, -32600, "null"},

@@ -52,9 +52,11 @@ func (u *Upstream) params(s *session, req *mcp.Request) (json.RawMessage, error)
 }
 
 // translateResponse makes a legacy server's answer look modern: a result
-// gets its resultType (a legacy result is always complete). Error codes are
-// left for the router, which knows the request and the namespace.
-func (u *Upstream) translateResponse(s *session, r *reply) *Response {
+// gets its resultType (a legacy result is always complete) and, for a
+// cacheable method, the cache hints the operator configured in place of the
+// ones a legacy server does not send. Error codes are left for the router,
+// which knows the request and the namespace.
+func (u *Upstream) translateResponse(s *session, method string, r *reply) *Response {
 	if r.Error != nil {
 		return &Response{Error: r.Error}
 	}
@@ -67,6 +69,14 @@ func (u *Upstream) translateResponse(s *session, r *reply) *Response {
 	}
 	if _, ok := res["resultType"]; !ok {
 		res["resultType"] = json.RawMessage(`"` + mcp.ResultTypeComplete + `"`)
+	}
+	if mcp.Cacheable(method) {
+		if _, ok := res["ttlMs"]; !ok {
+			_ = res.Set("ttlMs", u.cfg.DefaultTTL.Milliseconds())
+		}
+		if _, ok := res["cacheScope"]; !ok {
+			_ = res.Set("cacheScope", u.cfg.DefaultScope)
+		}
 	}
 	return &Response{Result: res.Marshal()}
 }

@@ -71,8 +71,10 @@ type Upstream struct {
 
 	mu    sync.Mutex
 	sess  *session
+	last  string // the version of the latest negotiation
 	probe singleflight.Group
 	ids   atomic.Int64
+	era   atomic.Uint64
 }
 
 // session is what one era negotiation established.
@@ -106,6 +108,15 @@ func New(cfg config.Upstream, opts Options) (*Upstream, error) {
 
 // Name is the configured name.
 func (u *Upstream) Name() string { return u.cfg.Name }
+
+// Era counts the times the server was found speaking another protocol
+// revision than before (an upgrade, a downgrade). Answers translated under
+// one era are not reused under another, so it is part of cache keys. It
+// never blocks and is stable from startup.
+func (u *Upstream) Era() uint64 { return u.era.Load() }
+
+// ForwardHeaders names the caller headers passed on to this upstream.
+func (u *Upstream) ForwardHeaders() []string { return u.cfg.ForwardHeaders }
 
 // Info returns what the server declared, probing it first if needed.
 func (u *Upstream) Info(ctx context.Context) (Info, error) {
@@ -144,7 +155,7 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %s: %w", u.cfg.Name, req.Method, err)
 		}
-		return u.translateResponse(s, msg), nil
+		return u.translateResponse(s, req.Method, msg), nil
 	}
 	return nil, fmt.Errorf("upstream %s: %s: %w", u.cfg.Name, req.Method, lastErr)
 }
@@ -178,15 +189,9 @@ func (u *Upstream) nextID() json.RawMessage {
 	return strconv.AppendInt(nil, u.ids.Add(1), 10)
 }
 
-// idempotent lists the methods that may be retried: reads and lists.
-func idempotent(method string) bool {
-	switch method {
-	case mcp.MethodDiscover, mcp.MethodResourcesList, mcp.MethodTemplatesList, mcp.MethodResourcesRead,
-		mcp.MethodToolsList, mcp.MethodPromptsList:
-		return true
-	}
-	return false
-}
+// idempotent lists the methods that may be retried: reads and lists, the
+// cacheable methods.
+func idempotent(method string) bool { return mcp.Cacheable(method) }
 
 func (u *Upstream) forwarded(h http.Header) http.Header {
 	if len(u.cfg.ForwardHeaders) == 0 || h == nil {
@@ -221,6 +226,10 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 		}
 		u.mu.Lock()
 		u.sess = s
+		if u.last != "" && u.last != s.Version {
+			u.era.Add(1)
+		}
+		u.last = s.Version
 		u.mu.Unlock()
 		u.log.Info("upstream ready", "protocol", s.Version, "server", s.ServerInfo.Name, "serverVersion", s.ServerInfo.Version)
 		return s, nil

@@ -1,0 +1,397 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/jsonrpc"
+	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/redistest"
+)
+
+func testConfig(redisURL string) config.Cache {
+	mem := config.ByteSize(8 << 20)
+	grace := 2 * time.Second
+	c := config.Cache{
+		Memory: config.Memory{MaxBytes: &mem}, Secret: "test-secret-0123456789", CredentialHeaders: []string{"Authorization"},
+		MaxEntryBytes: 1 << 20, MaxTTL: time.Hour, StaleIfError: &grace,
+		Redis: config.Redis{URL: redisURL, Prefix: "t:", Timeout: 500 * time.Millisecond, BreakerFailures: 2, BreakerCooldown: 200 * time.Millisecond},
+	}
+	return c
+}
+
+func newCache(t *testing.T, cfg config.Cache, logs io.Writer) *Cache {
+	t.Helper()
+	if logs == nil {
+		logs = io.Discard
+	}
+	c, err := New(cfg, []string{"up"}, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func read(uri, token string) Request {
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	return Request{Upstream: "up", Tag: uri, Req: &mcp.Request{
+		Method: mcp.MethodResourcesRead,
+		Params: jsonrpc.Object{"uri": json.RawMessage(fmt.Sprintf("%q", uri))},
+		Meta:   jsonrpc.Object{mcp.MetaProtocolVersion: json.RawMessage(`"2026-07-28"`)},
+		Header: h,
+	}}
+}
+
+// upstream is a fill that counts its calls and answers with the given
+// hints and a body naming what it was asked and by whom.
+type upstream struct {
+	calls atomic.Int64
+	ttlMs int
+	scope string
+	gate  chan struct{} // if set, each fill waits for it
+}
+
+func (u *upstream) fill(r Request) Fill {
+	return func(ctx context.Context) (json.RawMessage, error) {
+		n := u.calls.Add(1)
+		if u.gate != nil {
+			select {
+			case <-u.gate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return json.RawMessage(fmt.Sprintf(`{"resultType":"complete","ttlMs":%d,"cacheScope":%q,"contents":[{"uri":%s,"text":"for %s, call %d"}]}`,
+			u.ttlMs, u.scope, r.Req.Params["uri"], r.Req.Header.Get("Authorization"), n)), nil
+	}
+}
+
+func get(t *testing.T, c *Cache, r Request, f Fill) (text string, ttl int64, scope string) {
+	t.Helper()
+	res, err := c.Get(context.Background(), r, f)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	var v struct {
+		TTL      int64  `json:"ttlMs"`
+		Scope    string `json:"cacheScope"`
+		Contents []struct {
+			Text string `json:"text"`
+		} `json:"contents"`
+	}
+	if err := json.Unmarshal(res, &v); err != nil {
+		t.Fatalf("result %s: %v", res, err)
+	}
+	return v.Contents[0].Text, v.TTL, v.Scope
+}
+
+func TestDigestCanonical(t *testing.T) {
+	d := func(era, params, meta string) string {
+		p, _ := jsonrpc.ParseObject([]byte(params))
+		m, _ := jsonrpc.ParseObject([]byte(meta))
+		e := uint64(0)
+		if era != "2026-07-28" {
+			e = uint64(len(era))
+		}
+		s, err := digest(e, "resources/read", p, m, http.Header{}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	base := d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`)
+	same := []string{
+		d("2026-07-28", `{ "x" : {"a":[1, 2],"b":1}, "uri":"a" }`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
+		// members that do not change an answer are not keyed
+		d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":7,"traceparent":"00-x","io.modelcontextprotocol/clientInfo":{"name":"n"},"io.modelcontextprotocol/logLevel":"debug"}`),
+	}
+	for i, s := range same {
+		if s != base {
+			t.Errorf("equivalent request %d hashed differently", i)
+		}
+	}
+	different := map[string]string{
+		"uri":            d("2026-07-28", `{"uri":"b","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
+		"cursor":         d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]},"cursor":"c"}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
+		"version":        d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}`),
+		"upstream era":   d("2025-11-25", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
+		"capabilities":   d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`),
+		"unknown meta":   d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","example.com/tenant":"t1"}`),
+		"number written": d("2026-07-28", `{"uri":"a","x":{"b":1.0,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
+	}
+	for name, s := range different {
+		if s == base {
+			t.Errorf("a different %s hashed the same", name)
+		}
+	}
+	// No collision by concatenation.
+	if d("v", `{"uri":"a:b"}`, `{}`) == d("v:a", `{"uri":"b"}`, `{}`) || d("", `{"a":"bc"}`, `{}`) == d("", `{"ab":"c"}`, `{}`) {
+		t.Error("concatenation collision")
+	}
+	// Forwarded headers are keyed, credentials are not (they key the
+	// fingerprint instead).
+	h1, h2 := http.Header{"X-Tenant": {"a"}, "Authorization": {"A"}}, http.Header{"X-Tenant": {"b"}, "Authorization": {"B"}}
+	p, _ := jsonrpc.ParseObject([]byte(`{"uri":"a"}`))
+	creds := map[string]bool{"Authorization": true}
+	k1, _ := digest(0, "m", p, nil, h1, []string{"x-tenant", "Authorization"}, creds)
+	k2, _ := digest(0, "m", p, nil, h2, []string{"x-tenant", "Authorization"}, creds)
+	h2.Set("X-Tenant", "a")
+	k3, _ := digest(0, "m", p, nil, h2, []string{"x-tenant", "Authorization"}, creds)
+	if k1 == k2 || k1 != k3 {
+		t.Error("forwarded headers are not keyed as they should be")
+	}
+}
+
+func TestFingerprintNeverTheToken(t *testing.T) {
+	f := newFingerprinter([]byte("s"), []string{"authorization"})
+	a := f.of(http.Header{"Authorization": {"Bearer secret-token-A"}})
+	b := f.of(http.Header{"Authorization": {"Bearer secret-token-B"}})
+	if a == b || strings.Contains(a, "secret") || len(a) != 32 {
+		t.Errorf("fingerprints %q %q", a, b)
+	}
+	if g := newFingerprinter([]byte("other"), []string{"Authorization"}).of(http.Header{"Authorization": {"Bearer secret-token-A"}}); g == a {
+		t.Error("the fingerprint does not depend on the secret")
+	}
+}
+
+// Two caches sharing one Redis behave as two replicas: one fills, the other
+// is served from Redis with Redis's remaining time; an invalidation on one
+// reaches the other's memory tier; a dropped subscription flushes it.
+func TestReplicasShareRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	a, b := newCache(t, testConfig(rs.URL()), nil), newCache(t, testConfig(rs.URL()), nil)
+	up := &upstream{ttlMs: 10_000, scope: "public"}
+	r := read("test://x", "")
+	text, _, _ := get(t, a, r, up.fill(r))
+	// The write to Redis is asynchronous.
+	var ttl int64
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var got string
+		got, ttl, _ = get(t, b, r, up.fill(r))
+		if got == text {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica b never saw replica a's entry (upstream calls %d)", up.calls.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+		b.flushMemory() // b may have filled its own; look at Redis again
+	}
+	if b.stats["up"].sharedHits.Load() == 0 || ttl > 10_000 || ttl < 8_000 {
+		t.Errorf("b: shared hits %d, ttl %d", b.stats["up"].sharedHits.Load(), ttl)
+	}
+	// b now has it in memory too.
+	get(t, b, r, up.fill(r))
+	if b.stats["up"].memHits.Load() == 0 {
+		t.Error("an entry read from Redis was not kept in memory")
+	}
+
+	calls := up.calls.Load()
+	a.Invalidate(context.Background(), "up", "test://x")
+	eventually(t, func() bool {
+		before := up.calls.Load()
+		get(t, b, r, up.fill(r))
+		return up.calls.Load() > before
+	})
+	if up.calls.Load() <= calls {
+		t.Error("the invalidation did not reach replica b")
+	}
+
+	// A dropped subscription flushes b's memory tier: its next read comes
+	// from Redis, not from memory.
+	get(t, b, r, up.fill(r))
+	memBefore := b.stats["up"].memHits.Load()
+	if n, err := rs.Client().ClientKillByFilter(context.Background(), "TYPE", "pubsub").Result(); err != nil || n == 0 {
+		t.Fatalf("CLIENT KILL: %d, %v", n, err)
+	}
+	eventually(t, func() bool {
+		sharedBefore := b.stats["up"].sharedHits.Load()
+		get(t, b, r, up.fill(r))
+		return b.stats["up"].sharedHits.Load() > sharedBefore
+	})
+	if b.stats["up"].memHits.Load() < memBefore {
+		t.Fatal("counters went backwards")
+	}
+}
+
+func eventually(t *testing.T, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// A value copied in Redis from one key to another (one credential's private
+// entry planted under another's key) is refused: every value carries its own
+// key, scope and fingerprint.
+func TestSharedValueIdentityChecked(t *testing.T) {
+	rs := redistest.Start(t)
+	cfg := testConfig(rs.URL())
+	a := newCache(t, cfg, nil)
+	up := &upstream{ttlMs: 60_000, scope: "private"}
+	ra, rb := read("test://p", "token-A"), read("test://p", "token-B")
+	get(t, a, ra, up.fill(ra))
+	rc := rs.Client()
+	ctx := context.Background()
+	var keys []string
+	eventually(t, func() bool {
+		keys = rc.Keys(ctx, "t:*:private:*").Val()
+		return len(keys) == 1
+	})
+	// Plant A's value under B's private key.
+	keyB := strings.Replace(keys[0], a.fp.of(ra.Req.Header), a.fp.of(rb.Req.Header), 1)
+	if n, err := rc.Copy(ctx, keys[0], keyB, 0, false).Result(); err != nil || n != 1 {
+		t.Fatalf("COPY: %v", err)
+	}
+	b := newCache(t, cfg, nil)
+	text, _, _ := get(t, b, rb, up.fill(rb))
+	if !strings.Contains(text, "token-B") {
+		t.Errorf("B was served %q", text)
+	}
+}
+
+// An invalidation that races a fill wins: the fill that started before it
+// lands unreachable.
+func TestInvalidationBeatsRacingFill(t *testing.T) {
+	rs := redistest.Start(t)
+	c := newCache(t, testConfig(rs.URL()), nil)
+	up := &upstream{ttlMs: 60_000, scope: "public", gate: make(chan struct{})}
+	r := read("test://race", "")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		get(t, c, r, up.fill(r))
+	}()
+	eventually(t, func() bool { return up.calls.Load() == 1 }) // the fill is in flight
+	c.Invalidate(context.Background(), "up", "test://race")
+	close(up.gate)
+	<-done
+	time.Sleep(100 * time.Millisecond) // let the asynchronous Redis write land, if it were to
+	c.flushMemory()
+	get(t, c, r, up.fill(r))
+	if up.calls.Load() != 2 {
+		t.Errorf("after an invalidation that raced the fill, upstream calls = %d, want 2", up.calls.Load())
+	}
+}
+
+// With Redis gone, requests go on from memory and the upstream, no error
+// reaches the caller, the breaker opens and the outage is logged once; when
+// Redis is back, it is used again and the recovery is logged.
+func TestRedisDownIsNotAnError(t *testing.T) {
+	rs := redistest.Start(t)
+	var logs syncBuf
+	c := newCache(t, testConfig(rs.URL()), &logs)
+	up := &upstream{ttlMs: 60_000, scope: "public"}
+	rs.Stop()
+	for i := 0; i < 20; i++ {
+		r := read(fmt.Sprintf("test://down/%d", i), "")
+		start := time.Now()
+		if _, err := c.Get(context.Background(), r, up.fill(r)); err != nil {
+			t.Fatalf("Get with Redis down: %v", err)
+		}
+		if time.Since(start) > 3*time.Second {
+			t.Fatalf("a request with Redis down took %v", time.Since(start))
+		}
+	}
+	if !c.shared.brk.Open() {
+		t.Error("breaker not open with Redis down")
+	}
+	if n := strings.Count(logs.String(), "redis unavailable"); n != 1 {
+		t.Errorf("outage logged %d times", n)
+	}
+	rs.Restart()
+	n := 0
+	eventually(t, func() bool {
+		n++
+		r := read(fmt.Sprintf("test://up-again/%d", n), "") // a miss in memory asks Redis
+		_, _ = c.Get(context.Background(), r, up.fill(r))
+		return !c.shared.brk.Open()
+	})
+	if !strings.Contains(logs.String(), "redis recovered") {
+		t.Error("recovery not logged")
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The memory tier alone: stale entries, errors and input_required.
+func TestMemoryOnlySemantics(t *testing.T) {
+	cfg := testConfig("")
+	c := newCache(t, cfg, nil)
+	up := &upstream{ttlMs: 300, scope: "public"}
+	r := read("test://m", "")
+	get(t, c, r, up.fill(r))
+	c.mem.(*ristrettoMemory).c.Wait()
+	get(t, c, r, up.fill(r))
+	if up.calls.Load() != 1 {
+		t.Fatalf("second read within ttl called the upstream (%d calls)", up.calls.Load())
+	}
+	time.Sleep(350 * time.Millisecond)
+	// Past freshness, the upstream fails: the stale entry is served with
+	// ttlMs 0. An answer (a JSON-RPC error) is passed on instead.
+	down := func(context.Context) (json.RawMessage, error) { return nil, errors.New("connection refused") }
+	text, ttl, _ := get(t, c, r, down)
+	if ttl != 0 || !strings.Contains(text, "call 1") || c.stats["up"].stale.Load() != 1 {
+		t.Errorf("stale: %q ttl %d", text, ttl)
+	}
+	answer := func(context.Context) (json.RawMessage, error) { return nil, jsonrpc.Errorf(-32602, "gone") }
+	if _, err := c.Get(context.Background(), r, answer); err == nil {
+		t.Error("an upstream's error answer was replaced by a stale entry")
+	}
+	// The error evicted nothing: still stale-servable.
+	if _, ttl, _ := get(t, c, r, down); ttl != 0 {
+		t.Errorf("ttl %d", ttl)
+	}
+	// input_required is passed on and never stored.
+	mrtr := &atomic.Int64{}
+	ask := func(context.Context) (json.RawMessage, error) {
+		mrtr.Add(1)
+		return json.RawMessage(`{"resultType":"input_required","requestState":"s","ttlMs":60000,"cacheScope":"public"}`), nil
+	}
+	rq := read("test://ask", "")
+	for i := 0; i < 2; i++ {
+		if _, err := c.Get(context.Background(), rq, ask); err != nil {
+			t.Fatal(err)
+		}
+		c.mem.(*ristrettoMemory).c.Wait()
+	}
+	if mrtr.Load() != 2 {
+		t.Errorf("input_required was cached (%d calls)", mrtr.Load())
+	}
+}

@@ -1,0 +1,194 @@
+package cache
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"hash"
+	"hash/fnv"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/manifold-mcp/manifold/jsonrpc"
+	"github.com/manifold-mcp/manifold/mcp"
+)
+
+// keyVersion starts every key; bump it when the key or value layout changes
+// so replicas of two versions never read each other's entries.
+const keyVersion = "m1"
+
+// unkeyedMeta lists the `_meta` members that do not change an answer: they
+// are forwarded but left out of the key, so callers that differ only in them
+// share entries.
+var unkeyedMeta = map[string]bool{
+	mcp.MetaProgressToken: true,
+	mcp.MetaTraceparent:   true,
+	mcp.MetaTracestate:    true,
+	mcp.MetaBaggage:       true,
+	mcp.MetaLogLevel:      true,
+	mcp.MetaClientInfo:    true, // servers must not vary on it (the spec says so)
+}
+
+// digest hashes every part of a request that can change its answer: the
+// upstream's protocol era, the method, the params, the keyed `_meta` members,
+// and the headers forwarded to the upstream other than the credentials (which
+// key private entries through the fingerprint instead).
+//
+// Objects are hashed member by member in sorted order, and nested objects and
+// arrays in canonical form, so equal JSON in any key order or spacing hashes
+// the same; every field is length-prefixed, so no two different requests can
+// collide by concatenation. Scalars are hashed as written: a string spelt
+// with other escapes is another key, which costs a miss, never a wrong hit.
+func digest(era uint64, method string, params, meta jsonrpc.Object, h http.Header, forwarded []string, credentials map[string]bool) (string, error) {
+	d := digester{h: sha256.New()}
+	d.field(strconv.AppendUint(d.scratch[:0], era, 10))
+	d.field([]byte(method))
+	if err := d.object(params, nil); err != nil {
+		return "", err
+	}
+	if err := d.object(meta, unkeyedMeta); err != nil {
+		return "", err
+	}
+	var names []string
+	for _, name := range forwarded {
+		if cn := http.CanonicalHeaderKey(name); !credentials[cn] {
+			names = append(names, cn)
+		}
+	}
+	sort.Strings(names)
+	d.count(len(names))
+	for _, name := range names {
+		vals := h.Values(name)
+		d.field([]byte(name))
+		d.count(len(vals))
+		for _, v := range vals {
+			d.field([]byte(v))
+		}
+	}
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(d.h.Sum(sum[:0])), nil
+}
+
+type digester struct {
+	h       hash.Hash
+	scratch [binary.MaxVarintLen64]byte
+}
+
+func (d *digester) count(n int) {
+	d.h.Write(d.scratch[:binary.PutUvarint(d.scratch[:], uint64(n))])
+}
+
+func (d *digester) field(b []byte) {
+	d.count(len(b))
+	d.h.Write(b)
+}
+
+func (d *digester) object(o jsonrpc.Object, skip map[string]bool) error {
+	keys := make([]string, 0, len(o))
+	for k := range o {
+		if !skip[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	d.count(len(keys))
+	for _, k := range keys {
+		d.field([]byte(k))
+		v := bytes.TrimSpace(o[k])
+		if len(v) > 2 && (v[0] == '{' || v[0] == '[') {
+			c, err := canonical(v)
+			if err != nil {
+				return err
+			}
+			v = c
+		}
+		d.field(v)
+	}
+	return nil
+}
+
+// fingerprinter derives a caller's credential fingerprint: an HMAC of the
+// credential headers, never the credentials themselves.
+type fingerprinter struct {
+	headers []string        // canonical names, in configuration order
+	set     map[string]bool // the same, for lookups
+	macs    sync.Pool       // of hash.Hash, HMAC keyed with the secret
+	anon    string          // the fingerprint of a caller with none of the headers
+}
+
+func newFingerprinter(secret []byte, headers []string) *fingerprinter {
+	f := &fingerprinter{set: map[string]bool{}}
+	f.macs.New = func() any { return hmac.New(sha256.New, secret) }
+	for _, h := range headers {
+		cn := http.CanonicalHeaderKey(h)
+		f.headers = append(f.headers, cn)
+		f.set[cn] = true
+	}
+	f.anon = f.compute(http.Header{})
+	return f
+}
+
+func (f *fingerprinter) of(h http.Header) string {
+	for _, name := range f.headers {
+		if _, ok := h[name]; ok {
+			return f.compute(h)
+		}
+	}
+	return f.anon
+}
+
+func (f *fingerprinter) compute(h http.Header) string {
+	m := f.macs.Get().(hash.Hash)
+	defer f.macs.Put(m)
+	m.Reset()
+	var n [binary.MaxVarintLen64]byte
+	for _, name := range f.headers {
+		vals := h.Values(name)
+		m.Write(n[:binary.PutUvarint(n[:], uint64(len(vals)))])
+		for _, v := range vals {
+			m.Write(n[:binary.PutUvarint(n[:], uint64(len(v)))])
+			m.Write([]byte(v))
+		}
+	}
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(m.Sum(sum[:0])[:16])
+}
+
+// entryKey builds the key of one entry. Upstream names cannot contain ':'
+// and the digest and fingerprint are hex, so the fields cannot run into each
+// other. The braces are a Redis Cluster hash tag: an entry and the
+// generation of its invalidation tag live on the same shard, so one
+// pipelined round trip reads both.
+func entryKey(prefix, upstream, tagHash, scope, fp, method, dig string) string {
+	return prefix + keyVersion + ":{" + upstream + ":" + tagHash + "}:" + scope + ":" + fp + ":" + method + ":" + dig
+}
+
+func genKey(prefix, upstream, tagHash string) string {
+	return prefix + keyVersion + ":{" + upstream + ":" + tagHash + "}:gen"
+}
+
+// tagHash names a tag in keys. A collision only makes two tags share their
+// invalidations (and a Redis shard), never serves a wrong entry, so a fast
+// 64-bit hash will do.
+func tagHash(tag string) string {
+	h := fnv.New64a()
+	h.Write([]byte(tag))
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// canonical re-encodes JSON with object members sorted at every depth and
+// numbers kept exactly as written.
+func canonical(raw []byte) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}

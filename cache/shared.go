@@ -1,0 +1,290 @@
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/manifold-mcp/manifold/breaker"
+	"github.com/manifold-mcp/manifold/config"
+)
+
+// shared is the Redis tier, used by every replica. Every command is bounded
+// by a short timeout and guarded by a circuit breaker: when Redis is slow or
+// down, requests go on from memory and the upstreams, costing about what a
+// miss costs, with nothing relaxed and no error shown to callers.
+type shared struct {
+	rdb      redis.UniversalClient
+	prefix   string
+	channel  string
+	timeout  time.Duration
+	lifetime time.Duration // the longest an entry can live: generation keys outlive it
+	brk      *breaker.Breaker
+	log      *slog.Logger
+	origin   string // this replica, to skip its own invalidation messages
+
+	errors  atomic.Uint64
+	dropped atomic.Uint64 // writes skipped because too many were in flight
+	writes  chan struct{} // bounds concurrent writes
+
+	// missed is set when an invalidation could not reach Redis; the next
+	// successful contact raises the shared epoch so that nothing written
+	// before it is served again.
+	missed atomic.Bool
+}
+
+// maxWrites bounds the asynchronous writes in flight; beyond it a write is
+// dropped (the entry stays in memory and is refilled later).
+const maxWrites = 256
+
+// quietRedis routes go-redis's own diagnostics (dial failures, pool
+// warnings) to debug level: the breaker already reports an outage once.
+type quietRedis struct{ log *slog.Logger }
+
+func (q quietRedis) Printf(_ context.Context, format string, v ...any) {
+	q.log.Debug("go-redis: " + fmt.Sprintf(format, v...))
+}
+
+var setRedisLogger sync.Once
+
+func newShared(cfg config.Cache, lifetime time.Duration, log *slog.Logger, origin string) (*shared, error) {
+	r := cfg.Redis
+	opts := &redis.UniversalOptions{
+		Addrs:        r.Addrs,
+		MasterName:   r.MasterName,
+		Username:     r.Username,
+		Password:     r.Password,
+		DB:           r.DB,
+		DialTimeout:  max(r.Timeout, 250*time.Millisecond),
+		ReadTimeout:  r.Timeout,
+		WriteTimeout: r.Timeout,
+		MaxRetries:   1,
+		PoolTimeout:  r.Timeout,
+		ClientName:   "manifold",
+	}
+	if r.URL != "" {
+		o, err := redis.ParseURL(r.URL)
+		if err != nil {
+			return nil, fmt.Errorf("cache.redis.url: %w", err)
+		}
+		opts.Addrs = []string{o.Addr}
+		opts.Username, opts.Password, opts.DB, opts.TLSConfig = o.Username, o.Password, o.DB, o.TLSConfig
+	}
+	setRedisLogger.Do(func() { redis.SetLogger(quietRedis{log}) })
+	s := &shared{
+		rdb:      redis.NewUniversalClient(opts),
+		prefix:   r.Prefix,
+		channel:  r.Prefix + keyVersion + ":invalidate",
+		timeout:  r.Timeout,
+		lifetime: lifetime,
+		log:      log,
+		origin:   origin,
+		writes:   make(chan struct{}, maxWrites),
+	}
+	s.brk = breaker.New(r.BreakerFailures, r.BreakerCooldown, func(open bool) {
+		if open {
+			log.Warn("redis unavailable: serving from memory and upstreams until it recovers")
+		} else {
+			log.Info("redis recovered: shared cache back in use")
+		}
+	})
+	return s, nil
+}
+
+// call runs f under the tier's timeout and the breaker. It reports false
+// when Redis was not asked or failed.
+func (s *shared) call(ctx context.Context, f func(ctx context.Context) error) bool {
+	if !s.brk.Allow() {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err := f(cctx)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		if ctx.Err() != nil {
+			// The caller left; that says nothing about Redis.
+			s.brk.Abandon()
+			return false
+		}
+		s.errors.Add(1)
+		s.brk.Failure()
+		return false
+	}
+	if s.missed.Swap(false) {
+		s.raiseEpoch(ctx)
+	}
+	s.brk.Success()
+	return true
+}
+
+// found is a lookup's answer for one key.
+type found struct {
+	hdr  sharedHeader
+	body []byte
+	pttl time.Duration
+}
+
+// lookup reads the private and public candidates of one request and the
+// current generation of their tag, in one pipelined round trip.
+func (s *shared) lookup(ctx context.Context, keys []string, gkey string) (hits []*found, gen uint64, ok bool) {
+	ok = s.call(ctx, func(ctx context.Context) error {
+		pipe := s.rdb.Pipeline()
+		type pair struct {
+			v *redis.StringCmd
+			t *redis.DurationCmd
+		}
+		pairs := make([]pair, len(keys))
+		for i, k := range keys {
+			pairs[i] = pair{pipe.Get(ctx, k), pipe.PTTL(ctx, k)}
+		}
+		g := pipe.Get(ctx, gkey)
+		e := pipe.Get(ctx, s.epochKey())
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		gen = parseGen(g) + parseGen(e)<<32
+		hits = make([]*found, len(keys))
+		for i, p := range pairs {
+			b, err := p.v.Bytes()
+			if err != nil {
+				continue
+			}
+			pttl, err := p.t.Result()
+			if err != nil || pttl <= 0 {
+				continue
+			}
+			hdr, body, err := decodeShared(b)
+			if err != nil {
+				continue
+			}
+			hits[i] = &found{hdr: hdr, body: body, pttl: pttl}
+		}
+		return nil
+	})
+	return hits, gen, ok
+}
+
+func parseGen(c *redis.StringCmd) uint64 {
+	v, err := c.Result()
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(v, 10, 32)
+	return n
+}
+
+// write stores e asynchronously for ttl (its fresh time plus grace, the
+// stale-if-error time, which the value records). Redis's own expiry then
+// tells every replica the remaining time, whatever their clocks.
+func (s *shared) write(e *entry, fresh, grace time.Duration) {
+	if fresh < time.Millisecond {
+		return
+	}
+	select {
+	case s.writes <- struct{}{}:
+	default:
+		s.dropped.Add(1)
+		return
+	}
+	val := encodeShared(e, grace)
+	go func() {
+		defer func() { <-s.writes }()
+		s.call(context.Background(), func(ctx context.Context) error {
+			return s.rdb.Set(ctx, e.key, val, fresh+grace).Err()
+		})
+	}()
+}
+
+// invalidation is what replicas tell each other.
+type invalidation struct {
+	Origin   string `json:"o"`
+	Upstream string `json:"u"`
+	TagHash  string `json:"t"`
+	Gen      uint64 `json:"g"`
+}
+
+// invalidate raises a tag's shared generation and tells the other replicas.
+// It returns the new generation, or false when Redis could not be reached
+// (which is remembered, see missed).
+func (s *shared) invalidate(ctx context.Context, upstream, th string) (uint64, bool) {
+	var gen uint64
+	ok := s.call(ctx, func(ctx context.Context) error {
+		pipe := s.rdb.Pipeline()
+		incr := pipe.Incr(ctx, genKey(s.prefix, upstream, th))
+		pipe.PExpire(ctx, genKey(s.prefix, upstream, th), s.lifetime)
+		e := pipe.Get(ctx, s.epochKey())
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		gen = uint64(incr.Val()) + parseGen(e)<<32
+		msg, _ := json.Marshal(invalidation{Origin: s.origin, Upstream: upstream, TagHash: th, Gen: gen})
+		return s.rdb.Publish(ctx, s.channel, msg).Err()
+	})
+	if !ok {
+		s.missed.Store(true)
+	}
+	return gen, ok
+}
+
+func (s *shared) epochKey() string { return s.prefix + keyVersion + ":epoch" }
+
+// raiseEpoch makes every shared entry written so far unreachable: the
+// epoch is part of every generation. It is the answer to invalidations that
+// could not be delivered while Redis was away.
+func (s *shared) raiseEpoch(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	defer cancel()
+	if err := s.rdb.Incr(cctx, s.epochKey()).Err(); err != nil {
+		s.missed.Store(true)
+		return
+	}
+	s.log.Info("redis: invalidations were missed while it was unreachable; shared entries written before now are retired")
+	msg, _ := json.Marshal(invalidation{Origin: s.origin})
+	_ = s.rdb.Publish(cctx, s.channel, msg).Err()
+}
+
+// listen delivers other replicas' invalidations to apply, and calls lost
+// after the subscription was re-established (messages may have been missed
+// in between), until ctx is done.
+func (s *shared) listen(ctx context.Context, apply func(invalidation), lost func()) {
+	ps := s.rdb.Subscribe(ctx, s.channel)
+	defer ps.Close()
+	ch := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(5 * time.Second))
+	subscribed := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			switch m := m.(type) {
+			case *redis.Subscription:
+				if m.Kind != "subscribe" {
+					continue
+				}
+				if subscribed {
+					s.log.Warn("redis invalidation channel re-established; flushing the memory tier")
+					lost()
+				}
+				subscribed = true
+			case *redis.Message:
+				var inv invalidation
+				if json.Unmarshal([]byte(m.Payload), &inv) == nil && inv.Origin != s.origin {
+					apply(inv)
+				}
+			}
+		}
+	}
+}
+
+func (s *shared) close() error { return s.rdb.Close() }
