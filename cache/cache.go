@@ -182,7 +182,7 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 	scopes := [2]string{mcp.ScopePrivate, mcp.ScopePublic}
 	fps := [2]string{fp, ""}
 	now := c.now()
-	localGen := c.gens.get(gid)
+	localGen := generation{Tag: c.gens.get(gid), Upstream: c.gens.get(r.Upstream)}
 
 	var stale *entry
 	if c.mem != nil {
@@ -201,10 +201,10 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 		}
 	}
 
-	var sharedGen uint64
+	var sharedGen generation
 	sharedOK := false
 	if c.shared != nil {
-		hits, gen, ok := c.shared.lookup(ctx, keys[:], genKey(prefix, r.Upstream, th))
+		hits, gen, ok := c.shared.lookup(ctx, keys[:], r.Upstream, th)
 		sharedOK, sharedGen = ok, gen
 		for i, h := range hits {
 			if h == nil || h.hdr.Key != keys[i] || h.hdr.Gen != gen || h.hdr.Scope != scopes[i] || h.hdr.FP != fps[i] {
@@ -262,7 +262,7 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 }
 
 // fill runs a miss and stores what may be stored.
-func (c *Cache) fill(ctx context.Context, fill Fill, keys [2]string, fp string, localGen, sharedGen uint64, sharedOK bool) outcome {
+func (c *Cache) fill(ctx context.Context, fill Fill, keys [2]string, fp string, localGen, sharedGen generation, sharedOK bool) outcome {
 	res, err := fill(ctx)
 	if err != nil {
 		return outcome{err: err, fp: fp}
@@ -309,16 +309,29 @@ func cacheable(r *mcp.Request) bool {
 // Invalidate makes every entry of (upstream, tag) unreachable, on this
 // replica now and on the others as the message reaches them.
 func (c *Cache) Invalidate(ctx context.Context, upstream, tag string) {
-	th := tagHash(tag)
-	c.raiseLocal(upstream + "\x00" + th)
+	c.invalidate(ctx, upstream, tagHash(tag))
+}
+
+// InvalidateUpstream makes every entry of upstream unreachable, as
+// Invalidate does for one tag: for when changes may have been missed.
+func (c *Cache) InvalidateUpstream(ctx context.Context, upstream string) {
+	c.invalidate(ctx, upstream, "")
+}
+
+func (c *Cache) invalidate(ctx context.Context, upstream, th string) {
+	c.raiseLocal(upstream, th)
 	c.counters(upstream).invalidations.Add(1)
 	if c.shared != nil {
 		c.shared.invalidate(ctx, upstream, th)
 	}
 }
 
-func (c *Cache) raiseLocal(gid string) {
-	if _, reset := c.gens.raise(gid, 0); reset {
+func (c *Cache) raiseLocal(upstream, th string) {
+	id := upstream
+	if th != "" {
+		id += "\x00" + th
+	}
+	if _, reset := c.gens.raise(id, 0); reset {
 		c.flushMemory()
 	}
 }
@@ -328,7 +341,7 @@ func (c *Cache) applyRemote(inv invalidation) {
 		c.flushMemory()
 		return
 	}
-	c.raiseLocal(inv.Upstream + "\x00" + inv.TagHash)
+	c.raiseLocal(inv.Upstream, inv.TagHash)
 }
 
 func (c *Cache) flushMemory() {

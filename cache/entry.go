@@ -11,6 +11,16 @@ import (
 	"github.com/manifold-mcp/manifold/mcp"
 )
 
+// generation is the invalidation state an entry belongs to: how many times
+// its tag was invalidated, how many times its whole upstream was, and (in
+// the shared tier) how many times every entry was retired at once. An entry
+// is valid only while all three are what they were when its fill started.
+type generation struct {
+	Tag      uint64 `json:"t,omitempty"`
+	Upstream uint64 `json:"u,omitempty"`
+	Epoch    uint64 `json:"e,omitempty"`
+}
+
 // entry is one cached answer. It carries its own identity (key, scope,
 // fingerprint) and the invalidation generation it was filled under, all
 // checked on every read: a tier may hand back a value stored under another
@@ -19,9 +29,9 @@ type entry struct {
 	key   string
 	scope string
 	fp    string
-	// gen is the invalidation generation of the entry's tag when its fill
-	// started; epoch is the memory tier's epoch then (memory tier only).
-	gen   uint64
+	// gen is the invalidation state when the entry's fill started; epoch is
+	// the memory tier's epoch then (memory tier only).
+	gen   generation
 	epoch uint64
 	// body is the result without ttlMs and cacheScope, which are spliced in
 	// when it is served.
@@ -111,10 +121,10 @@ var requestScopedMeta = []string{mcp.MetaProgressToken, mcp.MetaTraceparent, mcp
 // The shared tier stores an entry as a length-prefixed JSON header followed
 // by the body, so a read parses the small header and never the body.
 type sharedHeader struct {
-	Key   string `json:"k"`
-	Scope string `json:"s"`
-	FP    string `json:"f,omitempty"`
-	Gen   uint64 `json:"g"`
+	Key   string     `json:"k"`
+	Scope string     `json:"s"`
+	FP    string     `json:"f,omitempty"`
+	Gen   generation `json:"g"`
 	// GraceMs is how much of the key's Redis TTL is stale-if-error time:
 	// the fresh remainder is PTTL - GraceMs, by Redis's clock.
 	GraceMs int64 `json:"grace"`

@@ -168,7 +168,12 @@ func entryKey(prefix, upstream, tagHash, scope, fp, method, dig string) string {
 	return prefix + keyVersion + ":{" + upstream + ":" + tagHash + "}:" + scope + ":" + fp + ":" + method + ":" + dig
 }
 
+// genKey names the invalidation generation of a tag, or with tagHash
+// empty, of a whole upstream.
 func genKey(prefix, upstream, tagHash string) string {
+	if tagHash == "" {
+		return prefix + keyVersion + ":{" + upstream + "}:gen"
+	}
 	return prefix + keyVersion + ":{" + upstream + ":" + tagHash + "}:gen"
 }
 

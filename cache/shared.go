@@ -134,7 +134,7 @@ type found struct {
 
 // lookup reads the private and public candidates of one request and the
 // current generation of their tag, in one pipelined round trip.
-func (s *shared) lookup(ctx context.Context, keys []string, gkey string) (hits []*found, gen uint64, ok bool) {
+func (s *shared) lookup(ctx context.Context, keys []string, upstream, th string) (hits []*found, gen generation, ok bool) {
 	ok = s.call(ctx, func(ctx context.Context) error {
 		pipe := s.rdb.Pipeline()
 		type pair struct {
@@ -145,12 +145,13 @@ func (s *shared) lookup(ctx context.Context, keys []string, gkey string) (hits [
 		for i, k := range keys {
 			pairs[i] = pair{pipe.Get(ctx, k), pipe.PTTL(ctx, k)}
 		}
-		g := pipe.Get(ctx, gkey)
+		g := pipe.Get(ctx, genKey(s.prefix, upstream, th))
+		ug := pipe.Get(ctx, genKey(s.prefix, upstream, ""))
 		e := pipe.Get(ctx, s.epochKey())
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return err
 		}
-		gen = parseGen(g) + parseGen(e)<<32
+		gen = generation{Tag: parseGen(g), Upstream: parseGen(ug), Epoch: parseGen(e)}
 		hits = make([]*found, len(keys))
 		for i, p := range pairs {
 			b, err := p.v.Bytes()
@@ -177,7 +178,7 @@ func parseGen(c *redis.StringCmd) uint64 {
 	if err != nil {
 		return 0
 	}
-	n, _ := strconv.ParseUint(v, 10, 32)
+	n, _ := strconv.ParseUint(v, 10, 64)
 	return n
 }
 
@@ -203,35 +204,34 @@ func (s *shared) write(e *entry, fresh, grace time.Duration) {
 	}()
 }
 
-// invalidation is what replicas tell each other.
+// invalidation is what replicas tell each other: a tag of an upstream
+// (TagHash set), a whole upstream (TagHash empty), or everything (both
+// empty: the shared epoch moved).
 type invalidation struct {
 	Origin   string `json:"o"`
-	Upstream string `json:"u"`
-	TagHash  string `json:"t"`
-	Gen      uint64 `json:"g"`
+	Upstream string `json:"u,omitempty"`
+	TagHash  string `json:"t,omitempty"`
 }
 
-// invalidate raises a tag's shared generation and tells the other replicas.
-// It returns the new generation, or false when Redis could not be reached
-// (which is remembered, see missed).
-func (s *shared) invalidate(ctx context.Context, upstream, th string) (uint64, bool) {
-	var gen uint64
+// invalidate raises the shared generation of a tag (or, with th empty, of
+// the whole upstream) and tells the other replicas. It reports false when
+// Redis could not be reached, which is remembered (see missed).
+func (s *shared) invalidate(ctx context.Context, upstream, th string) bool {
 	ok := s.call(ctx, func(ctx context.Context) error {
+		key := genKey(s.prefix, upstream, th)
 		pipe := s.rdb.Pipeline()
-		incr := pipe.Incr(ctx, genKey(s.prefix, upstream, th))
-		pipe.PExpire(ctx, genKey(s.prefix, upstream, th), s.lifetime)
-		e := pipe.Get(ctx, s.epochKey())
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		pipe.Incr(ctx, key)
+		pipe.PExpire(ctx, key, s.lifetime)
+		if _, err := pipe.Exec(ctx); err != nil {
 			return err
 		}
-		gen = uint64(incr.Val()) + parseGen(e)<<32
-		msg, _ := json.Marshal(invalidation{Origin: s.origin, Upstream: upstream, TagHash: th, Gen: gen})
+		msg, _ := json.Marshal(invalidation{Origin: s.origin, Upstream: upstream, TagHash: th})
 		return s.rdb.Publish(ctx, s.channel, msg).Err()
 	})
 	if !ok {
 		s.missed.Store(true)
 	}
-	return gen, ok
+	return ok
 }
 
 func (s *shared) epochKey() string { return s.prefix + keyVersion + ":epoch" }

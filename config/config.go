@@ -44,7 +44,20 @@ type Config struct {
 	Log       Log           `yaml:"log"`
 	Auth      Auth          `yaml:"auth"`
 	Cache     Cache         `yaml:"cache"`
-	Upstreams []Upstream    `yaml:"upstreams"`
+	// Subscriptions configures subscriptions/listen streams.
+	Subscriptions Subscriptions `yaml:"subscriptions"`
+	Upstreams     []Upstream    `yaml:"upstreams"`
+}
+
+// Subscriptions bounds the downstream subscription streams.
+type Subscriptions struct {
+	// KeepAlive is the interval of SSE comments on a quiet stream.
+	KeepAlive time.Duration `yaml:"keepalive"`
+	// MaxStreams bounds the streams open at once.
+	MaxStreams int `yaml:"max_streams"`
+	// Queue is how many notifications may wait for one slow subscriber
+	// before its stream is closed.
+	Queue int `yaml:"queue"`
 }
 
 // Auth makes Manifold authenticate its callers itself. With no tokens,

@@ -86,6 +86,15 @@ func (c *Config) applyDefaults() {
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
 	}
+	if c.Subscriptions.KeepAlive == 0 {
+		c.Subscriptions.KeepAlive = 25 * time.Second
+	}
+	if c.Subscriptions.MaxStreams == 0 {
+		c.Subscriptions.MaxStreams = 10_000
+	}
+	if c.Subscriptions.Queue == 0 {
+		c.Subscriptions.Queue = 256
+	}
 	cc := &c.Cache
 	if cc.Memory.MaxBytes == nil {
 		n := ByteSize(DefaultMemoryBytes)
@@ -190,6 +199,15 @@ func (c *Config) validate() []Problem {
 		bad("log.format", "must be text or json, not %q", c.Log.Format)
 	}
 	ps = append(ps, c.Cache.validate()...)
+	if c.Subscriptions.KeepAlive < 100*time.Millisecond {
+		bad("subscriptions.keepalive", "must be at least 100ms")
+	}
+	if c.Subscriptions.MaxStreams < 1 {
+		bad("subscriptions.max_streams", "must be at least 1")
+	}
+	if c.Subscriptions.Queue < 1 || c.Subscriptions.Queue > 1<<16 {
+		bad("subscriptions.queue", "must be between 1 and 65536")
+	}
 	for i, tok := range c.Auth.BearerTokens {
 		if len(tok) < 16 {
 			bad(fmt.Sprintf("auth.bearer_tokens[%d]", i), "must be at least 16 characters")

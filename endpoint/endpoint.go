@@ -51,9 +51,10 @@ func (f HandlerFunc) Handle(ctx context.Context, req *mcp.Request) (json.RawMess
 }
 
 // Streamer serves a request whose answer is a long-lived stream
-// (subscriptions/listen). It owns w until it returns.
+// (subscriptions/listen). It owns w until it returns; it returns an error
+// only when it wrote nothing, and the endpoint then answers with it.
 type Streamer interface {
-	Stream(w http.ResponseWriter, r *http.Request, req *mcp.Request, id json.RawMessage)
+	Stream(w http.ResponseWriter, r *http.Request, req *mcp.Request, id json.RawMessage) error
 }
 
 // Options configure an Endpoint.
@@ -180,7 +181,13 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Method == mcp.MethodSubscriptions && e.o.Streams != nil {
-		e.o.Streams.Stream(w, r, req, msg.ID)
+		if err := e.o.Streams.Stream(w, r, req, msg.ID); err != nil {
+			var rpcErr *jsonrpc.Error
+			if !errors.As(err, &rpcErr) {
+				rpcErr = jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error")
+			}
+			writeError(w, msg.ID, rpcErr, status(rpcErr.Code))
+		}
 		return
 	}
 	e.serve(w, r, req, msg.ID, wantSSE)

@@ -33,35 +33,36 @@ type Options struct {
 	Namespace namespace.Namespace
 	Codec     *merge.Codec
 	Logger    *slog.Logger
-	// Capabilities is what server/discover advertises.
-	Capabilities mcp.Capabilities
+	// Capabilities is what server/discover advertises, asked each time: it
+	// follows what the upstreams can do.
+	Capabilities func() mcp.Capabilities
 	// Cache answers what it can; nil means every call reaches its upstream.
 	Cache *cache.Cache
 }
 
 // Router routes requests. It is safe for concurrent use.
 type Router struct {
-	ups      []*upstream.Upstream
-	byName   map[string]*upstream.Upstream
-	ns       namespace.Namespace
-	merger   *merge.Merger
-	routes   *routes
-	cache    *cache.Cache
-	log      *slog.Logger
-	discover json.RawMessage
-	meta     json.RawMessage // the result `_meta` naming Manifold
+	ups    []*upstream.Upstream
+	byName map[string]*upstream.Upstream
+	ns     namespace.Namespace
+	merger *merge.Merger
+	routes *routes
+	cache  *cache.Cache
+	log    *slog.Logger
+	caps   func() mcp.Capabilities
+	meta   json.RawMessage // the result `_meta` naming Manifold
 }
 
-// DiscoverTTL is how long clients may cache Manifold's server/discover: it
-// changes only when the configuration does.
-const DiscoverTTL = 60_000
+// DiscoverTTL is how long clients may cache Manifold's server/discover: its
+// capabilities follow the upstreams', which change rarely.
+const DiscoverTTL = 30_000
 
 // New builds a Router.
 func New(o Options) *Router {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Router{ups: o.Upstreams, byName: map[string]*upstream.Upstream{}, ns: o.Namespace, cache: o.Cache, log: o.Logger}
+	r := &Router{ups: o.Upstreams, byName: map[string]*upstream.Upstream{}, ns: o.Namespace, cache: o.Cache, log: o.Logger, caps: o.Capabilities}
 	names := make([]string, len(o.Upstreams))
 	for i, u := range o.Upstreams {
 		r.byName[u.Name()] = u
@@ -77,15 +78,24 @@ func New(o Options) *Router {
 		Observe:   r.routes.observe,
 	}
 	r.meta, _ = json.Marshal(map[string]any{mcp.MetaServerInfo: mcp.ServerInfo})
-	r.discover, _ = json.Marshal(map[string]any{
+	return r
+}
+
+// discover is Manifold's own server/discover: what it serves, never what
+// it cannot honour.
+func (r *Router) discover() (json.RawMessage, error) {
+	caps := mcp.Capabilities{Resources: &mcp.ResourcesCapability{}}
+	if r.caps != nil {
+		caps = r.caps()
+	}
+	return json.Marshal(map[string]any{
 		"resultType":        mcp.ResultTypeComplete,
 		"supportedVersions": []string{mcp.Version},
-		"capabilities":      o.Capabilities,
+		"capabilities":      caps,
 		"ttlMs":             DiscoverTTL,
 		"cacheScope":        mcp.ScopePublic,
 		"_meta":             json.RawMessage(r.meta),
 	})
-	return r
 }
 
 // Handle answers one request. A *jsonrpc.Error is an answer for the caller;
@@ -93,7 +103,7 @@ func New(o Options) *Router {
 func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
 	switch req.Method {
 	case mcp.MethodDiscover:
-		return r.discover, nil
+		return r.discover()
 	case mcp.MethodResourcesList, mcp.MethodTemplatesList:
 		return r.list(ctx, req)
 	case mcp.MethodResourcesRead:

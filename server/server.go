@@ -18,6 +18,7 @@ import (
 	"github.com/manifold-mcp/manifold/cache"
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/endpoint"
+	"github.com/manifold-mcp/manifold/hub"
 	"github.com/manifold-mcp/manifold/mcp"
 	"github.com/manifold-mcp/manifold/merge"
 	"github.com/manifold-mcp/manifold/metrics"
@@ -32,14 +33,17 @@ type Server struct {
 	log       *slog.Logger
 	upstreams []*upstream.Upstream
 	cache     *cache.Cache
+	hub       *hub.Hub
 	http      *http.Server
 }
 
 // New builds every component. Stdio upstream processes start here.
 func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log}
+	// Upstream events go to the hub, which is built once the upstreams are.
+	onEvent := func(name string, ev upstream.Event) { s.hub.OnEvent(name, ev) }
 	for _, uc := range cfg.Upstreams {
-		u, err := upstream.New(uc, upstream.Options{Logger: log})
+		u, err := upstream.New(uc, upstream.Options{Logger: log, OnEvent: onEvent})
 		if err != nil {
 			s.closeUpstreams(context.Background())
 			return nil, err
@@ -56,16 +60,29 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.cache = c
+	s.hub = hub.New(hub.Options{
+		Upstreams:  s.upstreams,
+		Namespace:  namespace.Namespace{Prefix: cfg.Namespace == config.NamespacePrefix},
+		Cache:      c,
+		Logger:     log,
+		KeepAlive:  cfg.Subscriptions.KeepAlive,
+		MaxStreams: cfg.Subscriptions.MaxStreams,
+		Queue:      cfg.Subscriptions.Queue,
+	})
 	rt := router.New(router.Options{
-		Upstreams:    s.upstreams,
-		Namespace:    namespace.Namespace{Prefix: cfg.Namespace == config.NamespacePrefix},
-		Codec:        merge.NewCodec(cursorSecret(cfg, log), cfg.CursorTTL),
-		Logger:       log,
-		Capabilities: mcp.Capabilities{Resources: &mcp.ResourcesCapability{}},
-		Cache:        c,
+		Upstreams: s.upstreams,
+		Namespace: namespace.Namespace{Prefix: cfg.Namespace == config.NamespacePrefix},
+		Codec:     merge.NewCodec(cursorSecret(cfg, log), cfg.CursorTTL),
+		Logger:    log,
+		Capabilities: func() mcp.Capabilities {
+			rc := s.hub.Capabilities()
+			return mcp.Capabilities{Resources: &rc}
+		},
+		Cache: c,
 	})
 	ep := endpoint.New(endpoint.Options{
 		Handler:        rt,
+		Streams:        s.hub,
 		AllowedHosts:   cfg.AllowedHosts,
 		AllowedOrigins: cfg.AllowedOrigins,
 		MaxBodyBytes:   int64(cfg.MaxRequestBytes),
@@ -115,6 +132,7 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 // sessions deleted, processes stopped).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	for _, u := range s.upstreams {
+		u.StartWatching()
 		go func() {
 			// Negotiate early, so the first request does not pay for it
 			// and a misconfigured upstream shows in the log at once.
@@ -134,6 +152,11 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.log.Info("manifold shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
+	// Subscription streams never go idle by themselves: end them, each with
+	// its graceful-closure result, before waiting for the rest to drain.
+	if err := s.hub.Close(sctx); err != nil {
+		s.log.Warn("closing subscription streams", "err", err)
+	}
 	if err := s.http.Shutdown(sctx); err != nil {
 		s.log.Warn("drain incomplete", "err", err)
 		_ = s.http.Close()

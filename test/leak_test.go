@@ -237,7 +237,9 @@ func TestLeak08NeverStored(t *testing.T) {
 			modernHandler(newSDKServer("b", sdkOptions{})).ServeHTTP(w, r)
 			return
 		}
-		fails.Add(1)
+		if r.Header.Get("Mcp-Method") == "resources/read" {
+			fails.Add(1)
+		}
 		http.Error(w, "boom", http.StatusInternalServerError)
 	}))
 	q := startProxy(t, "upstreams:"+httpUpstreamYAML("b", broken.URL, "retries: 0"))

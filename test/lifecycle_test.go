@@ -287,3 +287,13 @@ func mustJSON(v any) string {
 	b, _ = json.Marshal(any)
 	return string(b)
 }
+
+func killProcess(t testing.TB, pid int) {
+	t.Helper()
+	if pid <= 0 {
+		t.Fatalf("no pid")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -77,7 +77,7 @@ func TestThreeKindsMerged(t *testing.T) {
 	// against the fixture's definition.
 	want := prefixed("alpha", directURIs(t, alpha.URL, ""))
 	want = append(want, prefixed("beta", directURIs(t, beta.URL, "2025-11-25"))...)
-	gamma := []string{"test://gamma/0", "test://gamma/1", "test://gamma/2", "test://gamma/pid", "test://gamma/secret", "test://shared"}
+	gamma := []string{"test://gamma/0", "test://gamma/1", "test://gamma/2", "test://gamma/pid", "test://gamma/secret", "test://gamma/tick", "test://shared"}
 	var gotGamma []string
 	for _, u := range got {
 		if strings.HasPrefix(u, "gamma+") {

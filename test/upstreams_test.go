@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	mcpgoserver "github.com/mark3labs/mcp-go/server"
@@ -38,7 +39,12 @@ type sdkOptions struct {
 //     not found),
 //   - test://NAME/secret, whose text is the Authorization header it received.
 func newSDKServer(name string, o sdkOptions) *mcp.Server {
-	opts := &mcp.ServerOptions{PageSize: o.pageSize}
+	opts := &mcp.ServerOptions{
+		PageSize: o.pageSize,
+		// Subscriptions are accepted (and so advertised); the SDK tracks them.
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	}
 	if o.ttlMs > 0 || o.scope != "" {
 		opts.SetCacheable = func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 			c.TTLMs, c.CacheScope = o.ttlMs, o.scope
@@ -198,7 +204,8 @@ func httpUpstreamYAML(name, url string, extra ...string) string {
 
 // runChild runs the stdio server named by kind:
 //   - "sdk:NAME": newSDKServer(NAME) with 3 resources, plus test://NAME/pid
-//     whose text is the process id (so a test can kill it);
+//     whose text is the process id (so a test can kill it), and
+//     test://NAME/tick, announced as updated every 200 ms;
 //   - "sdk-legacy-notfound:NAME": the same, but not-found is the legacy -32002;
 //   - "bare:ADDR": the benchmarks' reference HTTP server (see runBare).
 func runChild(kind string) int {
@@ -215,6 +222,16 @@ func runChild(kind string) int {
 		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://" + name + "/pid", Text: pid}}}, nil
 		})
+	tick := "test://" + name + "/tick"
+	s.AddResource(&mcp.Resource{URI: tick, Name: "tick"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: tick, Text: time.Now().String()}}}, nil
+		})
+	go func() {
+		for range time.Tick(200 * time.Millisecond) {
+			_ = s.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: tick})
+		}
+	}()
 	fmt.Fprintf(os.Stderr, "child %s ready, pid %s\n", kind, pid)
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)

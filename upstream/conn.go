@@ -24,7 +24,16 @@ type conn interface {
 	send(ctx context.Context, ex *exchange) error
 	// close ends the session sid (if any) and releases the channel.
 	close(ctx context.Context, sid string) error
+	// listen runs the subscriptions/listen request ex until ctx ends or the
+	// stream does, passing each notification on it to deliver.
+	listen(ctx context.Context, ex *exchange, deliver func(*jsonrpc.Message)) error
+	// stream carries a legacy session's server-initiated messages (to the
+	// onMsg handler) until ctx ends or the session does.
+	stream(ctx context.Context, s *session) error
 }
+
+// errNoStream: the server offers no stream for server-initiated messages.
+var errNoStream = errors.New("no notification stream")
 
 // exchange is one message with the context a transport needs to carry it.
 type exchange struct {

@@ -292,3 +292,94 @@ func snippet(b []byte) string {
 
 // drain reads what is left of a small body so the connection can be reused.
 func drain(r io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(r, 64<<10)) }
+
+// listen holds a subscriptions/listen stream open.
+func (c *httpConn) listen(ctx context.Context, ex *exchange, deliver func(*jsonrpc.Message)) error {
+	resp, err := c.request(ctx, ex)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if ct != "text/event-stream" || resp.StatusCode != http.StatusOK {
+		if ct == "application/json" {
+			if m, err := c.readJSON(resp, ex); err == nil && m.Error != nil {
+				return m.Error
+			}
+		}
+		return statusError(resp, c.limit)
+	}
+	return c.events(ctx, resp.Body, func(m *jsonrpc.Message) error {
+		if m.IsResponse() && bytes.Equal(m.ID, ex.msg.ID) {
+			return errGracefulClose
+		}
+		if m.IsNotification() {
+			deliver(m)
+		} else if answer := c.onMsg(m); answer != nil {
+			go c.answer(context.WithoutCancel(ctx), ex, answer)
+		}
+		return nil
+	})
+}
+
+// stream holds the GET stream of a legacy session.
+func (c *httpConn) stream(ctx context.Context, s *session) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	if err != nil {
+		return err
+	}
+	for k, v := range c.headers {
+		req.Header[k] = v
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if s.id != "" {
+		req.Header.Set(mcp.HeaderSessionID, s.id)
+	}
+	if s.Version != mcp.Version20250326 {
+		req.Header.Set(mcp.HeaderProtocolVersion, s.Version)
+	}
+	resp, err := c.plain.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound && s.id != "":
+		return errSessionGone
+	case resp.StatusCode == http.StatusMethodNotAllowed:
+		return errNoStream
+	case resp.StatusCode != http.StatusOK:
+		return statusError(resp, c.limit)
+	}
+	ex := &exchange{version: s.Version, session: s.id}
+	return c.events(ctx, resp.Body, func(m *jsonrpc.Message) error {
+		if answer := c.onMsg(m); answer != nil {
+			go c.answer(context.WithoutCancel(ctx), ex, answer)
+		}
+		return nil
+	})
+}
+
+// events reads SSE messages until the stream ends, f fails, or ctx ends.
+func (c *httpConn) events(ctx context.Context, body io.Reader, f func(*jsonrpc.Message) error) error {
+	r := sse.NewReader(body, int(c.limit))
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, io.EOF) {
+				return io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("read stream: %w", err)
+		}
+		m, rpcErr := jsonrpc.Decode(ev.Data)
+		if rpcErr != nil {
+			continue // one bad event does not end a subscription
+		}
+		if err := f(m); err != nil {
+			return err
+		}
+	}
+}

@@ -59,8 +59,14 @@ type process struct {
 
 	pmu     sync.Mutex
 	pending map[string]*pendingCall
+	listens map[string]*listening // subscriptions/listen in flight, by request id
 
 	exited chan struct{} // closed once stdout is drained and the child reaped
+}
+
+type listening struct {
+	deliver func(*jsonrpc.Message)
+	closed  chan struct{} // closed when the server answers the listen (graceful closure)
 }
 
 type pendingCall struct {
@@ -146,7 +152,7 @@ func (c *stdioConn) start(gen uint64) (*process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &process{gen: gen, cmd: cmd, stdin: stdin, pending: map[string]*pendingCall{}, exited: make(chan struct{})}
+	p := &process{gen: gen, cmd: cmd, stdin: stdin, pending: map[string]*pendingCall{}, listens: map[string]*listening{}, exited: make(chan struct{})}
 	c.log.Info("upstream process started", "pid", cmd.Process.Pid, "generation", gen)
 	logDone := make(chan struct{})
 	go func() {
@@ -220,13 +226,25 @@ func (c *stdioConn) dispatch(p *process, line []byte) {
 		p.pmu.Lock()
 		pc := p.pending[string(m.ID)]
 		delete(p.pending, string(m.ID))
+		l := p.listens[string(m.ID)]
+		delete(p.listens, string(m.ID))
 		p.pmu.Unlock()
 		if pc != nil {
 			pc.reply <- m
 		}
+		if l != nil {
+			close(l.closed)
+		}
 	case m.IsNotification() && requestScoped(m.Method):
 		if pc := p.byToken(m); pc != nil && pc.notify != nil {
 			pc.notify(m)
+		}
+	case m.IsNotification():
+		if l := p.listenFor(m); l != nil {
+			l.deliver(m)
+		} else if answer := c.onMsg(m); answer != nil {
+			b, _ := json.Marshal(answer)
+			_ = p.write(b)
 		}
 	default:
 		if answer := c.onMsg(m); answer != nil {
@@ -234,6 +252,26 @@ func (c *stdioConn) dispatch(p *process, line []byte) {
 			_ = p.write(b)
 		}
 	}
+}
+
+// listenFor finds the subscription a tagged notification belongs to: on the
+// shared channel the subscription id is the only way to tell.
+func (p *process) listenFor(m *jsonrpc.Message) *listening {
+	params, err := jsonrpc.ParseObject(m.Params)
+	if err != nil {
+		return nil
+	}
+	meta, err := params.Object("_meta")
+	if err != nil {
+		return nil
+	}
+	sid, ok := meta[mcp.MetaSubscriptionID]
+	if !ok {
+		return nil
+	}
+	p.pmu.Lock()
+	defer p.pmu.Unlock()
+	return p.listens[string(sid)]
 }
 
 // byToken finds the call a progress notification belongs to: stdio has one
@@ -405,4 +443,54 @@ func (c *stdioConn) terminate(p *process) {
 		_ = syscall.Kill(-p.cmd.Process.Pid, sig)
 	}
 	<-p.exited
+}
+
+// listen runs a subscriptions/listen on the shared channel; it ends with
+// notifications/cancelled when ctx does.
+func (c *stdioConn) listen(ctx context.Context, ex *exchange, deliver func(*jsonrpc.Message)) error {
+	p := c.current()
+	if p == nil || p.gen != ex.gen {
+		return errSessionGone
+	}
+	b, err := json.Marshal(&ex.msg)
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	l := &listening{deliver: deliver, closed: make(chan struct{})}
+	key := string(ex.msg.ID)
+	p.pmu.Lock()
+	p.listens[key] = l
+	p.pmu.Unlock()
+	defer func() {
+		p.pmu.Lock()
+		delete(p.listens, key)
+		p.pmu.Unlock()
+	}()
+	if err := p.write(b); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		c.cancel(p, ex.msg.ID, errors.New("subscription no longer needed"))
+		return nil
+	case <-l.closed:
+		return errGracefulClose
+	case <-p.exited:
+		return errSessionGone
+	}
+}
+
+// stream waits for the process the session belongs to: its stdout is the
+// legacy notification stream, already read by readLoop.
+func (c *stdioConn) stream(ctx context.Context, s *session) error {
+	p := c.current()
+	if p == nil || p.gen != s.gen {
+		return errSessionGone
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-p.exited:
+		return errSessionGone
+	}
 }

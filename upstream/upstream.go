@@ -56,9 +56,9 @@ type Options struct {
 	// ClientInfo is how Manifold names itself in initialize and to servers
 	// when a caller sent no clientInfo.
 	ClientInfo mcp.Implementation
-	// OnNotification receives notifications that belong to no call
-	// (subscription streams, legacy list_changed and updated). May be nil.
-	OnNotification func(upstream string, msg *jsonrpc.Message)
+	// OnEvent receives the changes the server announces: on subscription
+	// streams, and (legacy) as untagged notifications. May be nil.
+	OnEvent func(upstream string, ev Event)
 }
 
 // Upstream is a client for one configured server. It is safe for
@@ -75,6 +75,10 @@ type Upstream struct {
 	probe singleflight.Group
 	ids   atomic.Int64
 	era   atomic.Uint64
+
+	w         watch
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
 }
 
 // session is what one era negotiation established.
@@ -94,6 +98,8 @@ func New(cfg config.Upstream, opts Options) (*Upstream, error) {
 		opts.ClientInfo = mcp.ServerInfo
 	}
 	u := &Upstream{cfg: cfg, opts: opts, log: opts.Logger.With("upstream", cfg.Name)}
+	u.w.changed = make(chan struct{}, 1)
+	u.w.up = make(chan struct{})
 	var err error
 	if cfg.IsStdio() {
 		u.conn, err = newStdioConn(cfg, u.log, u.onServerMessage)
@@ -392,14 +398,33 @@ func (u *Upstream) onServerMessage(msg *jsonrpc.Message) *jsonrpc.Message {
 		// Manifold declares no client capabilities, so a server has no
 		// business asking for sampling, elicitation or roots.
 		return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Error: jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not supported by Manifold", msg.Method)}
-	case msg.IsNotification() && u.opts.OnNotification != nil:
-		u.opts.OnNotification(u.cfg.Name, msg)
+	case msg.IsNotification():
+		if ev, ok := eventOf(msg); ok {
+			u.emit(ev)
+		}
 	}
 	return nil
 }
 
+// StartWatching keeps a subscription on the upstream from now until Close:
+// list changes always, and the URIs given to Watch. Events go to
+// Options.OnEvent.
+func (u *Upstream) StartWatching() {
+	ctx, cancel := context.WithCancel(context.Background())
+	u.stopWatch = cancel
+	u.watchDone = make(chan struct{})
+	go func() {
+		defer close(u.watchDone)
+		u.watchLoop(ctx)
+	}()
+}
+
 // Close ends the session (DELETE for legacy HTTP) and stops a stdio process.
 func (u *Upstream) Close(ctx context.Context) error {
+	if u.stopWatch != nil {
+		u.stopWatch()
+		<-u.watchDone
+	}
 	u.mu.Lock()
 	s := u.sess
 	u.sess = nil

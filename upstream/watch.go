@@ -1,0 +1,419 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/manifold-mcp/manifold/jsonrpc"
+	"github.com/manifold-mcp/manifold/mcp"
+)
+
+// EventKind says what an upstream announced.
+type EventKind int
+
+const (
+	// ResourcesChanged: the resource list or templates changed.
+	ResourcesChanged EventKind = iota + 1
+	ToolsChanged
+	PromptsChanged
+	// ResourceUpdated: the resource at Event.URI changed.
+	ResourceUpdated
+	// Missed: the watch was re-established after a drop; anything may have
+	// changed meanwhile.
+	Missed
+)
+
+// Event is a change an upstream announced, in the upstream's own URIs.
+type Event struct {
+	Kind EventKind
+	URI  string
+}
+
+func (k EventKind) String() string {
+	return [...]string{"", "resources-changed", "tools-changed", "prompts-changed", "resource-updated", "missed"}[k]
+}
+
+// eventOf translates a server notification, from either era.
+func eventOf(msg *jsonrpc.Message) (Event, bool) {
+	switch msg.Method {
+	case mcp.NotifyResourcesChanged:
+		return Event{Kind: ResourcesChanged}, true
+	case mcp.NotifyToolsChanged:
+		return Event{Kind: ToolsChanged}, true
+	case mcp.NotifyPromptsChanged:
+		return Event{Kind: PromptsChanged}, true
+	case mcp.NotifyResourceUpdated:
+		params, err := jsonrpc.ParseObject(msg.Params)
+		if uri := params.String("uri"); err == nil && uri != "" {
+			return Event{Kind: ResourceUpdated, URI: uri}, true
+		}
+	}
+	return Event{}, false
+}
+
+// watch is an Upstream's side of subscriptions: the URIs the hub wants
+// watched, and the loop that keeps one upstream subscription for all of them
+// (plus list changes, always, because the cache depends on them).
+type watch struct {
+	mu      sync.Mutex
+	uris    []string      // wanted, sorted
+	want    uint64        // version of uris
+	have    uint64        // the version the upstream subscription carries
+	up      chan struct{} // closed, and replaced, when have moves
+	changed chan struct{} // signalled when uris changes
+	dropped bool          // a watch was up and went down: the next one reports Missed
+}
+
+// Watch replaces the set of resource URIs (the upstream's own) to be told
+// about, and returns its version for WaitWatched. The upstream subscription
+// follows it; on a modern upstream the new subscription is acknowledged
+// before the old one is closed, so no update falls in between.
+func (u *Upstream) Watch(uris []string) uint64 {
+	uris = slices.Clone(uris)
+	slices.Sort(uris)
+	uris = slices.Compact(uris)
+	u.w.mu.Lock()
+	defer u.w.mu.Unlock()
+	if slices.Equal(uris, u.w.uris) {
+		return u.w.want
+	}
+	u.w.uris = uris
+	u.w.want++
+	select {
+	case u.w.changed <- struct{}{}:
+	default:
+	}
+	return u.w.want
+}
+
+// WaitWatched waits until the upstream subscription carries version v of
+// the watched set (or a later one), or ctx ends. It reports which.
+func (u *Upstream) WaitWatched(ctx context.Context, v uint64) bool {
+	for {
+		u.w.mu.Lock()
+		have, up := u.w.have, u.w.up
+		u.w.mu.Unlock()
+		if have >= v {
+			return true
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// watched returns the wanted URIs and their version.
+func (u *Upstream) watched() ([]string, uint64) {
+	u.w.mu.Lock()
+	defer u.w.mu.Unlock()
+	return u.w.uris, u.w.want
+}
+
+// Capabilities returns what the server declared, without waiting: ok is
+// false until the first negotiation.
+func (u *Upstream) Capabilities() (mcp.Capabilities, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.sess == nil {
+		return mcp.Capabilities{}, false
+	}
+	return u.sess.Capabilities, true
+}
+
+func (u *Upstream) emit(ev Event) {
+	if u.opts.OnEvent != nil {
+		u.opts.OnEvent(u.cfg.Name, ev)
+	}
+}
+
+// established is called when a watch carrying version v of the watched set
+// is up; after a drop it reports Missed.
+func (u *Upstream) established(v uint64) {
+	u.w.mu.Lock()
+	dropped := u.w.dropped
+	u.w.dropped = false
+	if v > u.w.have {
+		u.w.have = v
+		close(u.w.up)
+		u.w.up = make(chan struct{})
+	}
+	u.w.mu.Unlock()
+	if dropped {
+		u.log.Info("upstream watch re-established; changes may have been missed")
+		u.emit(Event{Kind: Missed})
+	}
+}
+
+// Watch-loop backoff after a drop: exponential with full jitter.
+const (
+	watchMin = 200 * time.Millisecond
+	watchMax = 30 * time.Second
+	ackWait  = 10 * time.Second
+)
+
+// watchLoop keeps the upstream subscription up until ctx ends.
+func (u *Upstream) watchLoop(ctx context.Context) {
+	delay := watchMin
+	for ctx.Err() == nil {
+		s, err := u.session(ctx)
+		if err == nil {
+			up := time.Now()
+			if s.Modern {
+				err = u.watchModern(ctx, s)
+			} else {
+				err = u.watchLegacy(ctx, s)
+			}
+			if time.Since(up) > watchMax {
+				delay = watchMin
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errSessionGone) {
+			u.forget(s)
+		}
+		u.w.mu.Lock()
+		u.w.dropped = true
+		u.w.mu.Unlock()
+		u.log.Warn("upstream watch down; retrying", "err", err, "in", delay)
+		select {
+		case <-time.After(rand.N(delay) + delay/2):
+		case <-ctx.Done():
+			return
+		}
+		delay = min(delay*2, watchMax)
+	}
+}
+
+// filter is what a modern listen asks for: every list the server can report
+// changes of, and the wanted URIs if it can report updates.
+func (u *Upstream) filter(s *session) (mcp.SubscriptionFilter, uint64) {
+	c := s.Capabilities
+	f := mcp.SubscriptionFilter{
+		ResourcesListChanged: c.Resources != nil && c.Resources.ListChanged,
+		ToolsListChanged:     c.Tools != nil && c.Tools.ListChanged,
+		PromptsListChanged:   c.Prompts != nil && c.Prompts.ListChanged,
+	}
+	uris, v := u.watched()
+	if c.Resources != nil && c.Resources.Subscribe {
+		f.ResourceSubscriptions = uris
+	}
+	return f, v
+}
+
+func emptyFilter(f mcp.SubscriptionFilter) bool {
+	return !f.ResourcesListChanged && !f.ToolsListChanged && !f.PromptsListChanged && len(f.ResourceSubscriptions) == 0
+}
+
+// listenStream is one subscriptions/listen on a modern upstream.
+type listenStream struct {
+	cancel context.CancelFunc
+	acked  chan struct{}
+	done   chan struct{}
+	err    error
+}
+
+func (u *Upstream) openListen(ctx context.Context, s *session, f mcp.SubscriptionFilter) *listenStream {
+	lctx, cancel := context.WithCancel(ctx)
+	ls := &listenStream{cancel: cancel, acked: make(chan struct{}), done: make(chan struct{})}
+	var once sync.Once
+	deliver := func(m *jsonrpc.Message) {
+		if m.Method == mcp.NotifyAcknowledged {
+			once.Do(func() { close(ls.acked) })
+			return
+		}
+		if ev, ok := eventOf(m); ok {
+			u.emit(ev)
+		}
+	}
+	go func() {
+		defer close(ls.done)
+		params, err := u.params(s, &mcp.Request{Method: mcp.MethodSubscriptions, Params: jsonrpc.Object{"notifications": mustJSON(f)}})
+		if err != nil {
+			ls.err = err
+			return
+		}
+		ls.err = u.conn.listen(lctx, &exchange{
+			msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSubscriptions, Params: params},
+			version: s.Version, gen: s.gen,
+		}, deliver)
+	}()
+	return ls
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// await waits for the stream's acknowledgment.
+func (ls *listenStream) await(ctx context.Context) error {
+	select {
+	case <-ls.acked:
+		return nil
+	case <-ls.done:
+		if ls.err == nil {
+			ls.err = errors.New("listen stream ended before its acknowledgment")
+		}
+		return ls.err
+	case <-time.After(ackWait):
+		ls.cancel()
+		return errors.New("no acknowledgment of subscriptions/listen")
+	case <-ctx.Done():
+		ls.cancel()
+		return ctx.Err()
+	}
+}
+
+func (ls *listenStream) close() {
+	ls.cancel()
+	<-ls.done
+}
+
+func (u *Upstream) watchModern(ctx context.Context, s *session) error {
+	var cur *listenStream
+	defer func() {
+		if cur != nil {
+			cur.close()
+		}
+	}()
+	for {
+		f, v := u.filter(s)
+		if emptyFilter(f) {
+			if cur != nil {
+				cur.close()
+				cur = nil
+			}
+		} else {
+			// Make before break: the new stream is acknowledged before the
+			// old one goes.
+			next := u.openListen(ctx, s, f)
+			if err := next.await(ctx); err != nil {
+				next.close()
+				return fmt.Errorf("subscriptions/listen: %w", err)
+			}
+			if cur != nil {
+				cur.close()
+			}
+			cur = next
+		}
+		u.established(v)
+		var done chan struct{}
+		if cur != nil {
+			done = cur.done
+		}
+		select {
+		case <-u.w.changed:
+		case <-done:
+			if cur.err == nil || errors.Is(cur.err, errGracefulClose) {
+				return errors.New("the upstream closed the subscription")
+			}
+			return cur.err
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// errGracefulClose is a listen answered by its response: the server ended
+// the subscription on purpose (it is shutting down, say).
+var errGracefulClose = errors.New("subscription closed by the server")
+
+func (u *Upstream) watchLegacy(ctx context.Context, s *session) error {
+	canSubscribe := s.Capabilities.Resources != nil && s.Capabilities.Resources.Subscribe
+	subscribed := map[string]bool{}
+	var version uint64
+	sync := func() error {
+		uris, v := u.watched()
+		version = v
+		if !canSubscribe {
+			return nil
+		}
+		want := map[string]bool{}
+		for _, uri := range uris {
+			want[uri] = true
+		}
+		for uri := range want {
+			if !subscribed[uri] {
+				if err := u.legacySubscribe(ctx, s, mcp.MethodSubscribe, uri); err != nil {
+					return err
+				}
+				subscribed[uri] = true
+			}
+		}
+		for uri := range subscribed {
+			if !want[uri] {
+				if err := u.legacySubscribe(ctx, s, mcp.MethodUnsubscribe, uri); err != nil {
+					return err
+				}
+				delete(subscribed, uri)
+			}
+		}
+		return nil
+	}
+	// The stream that carries a legacy server's notifications: the GET
+	// stream of an HTTP session, the process's stdout for stdio.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		err := u.conn.stream(sctx, s)
+		if errors.Is(err, errNoStream) {
+			// Nothing to watch for drops; notifications may still ride
+			// on responses.
+			u.log.Debug("upstream offers no notification stream")
+			<-sctx.Done()
+			err = nil
+		}
+		done <- err
+	}()
+	if err := sync(); err != nil {
+		return err
+	}
+	u.established(version)
+	for {
+		select {
+		case <-u.w.changed:
+			if err := sync(); err != nil {
+				return err
+			}
+			u.established(version)
+		case err := <-done:
+			if err == nil {
+				err = errors.New("notification stream ended")
+			}
+			return err
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (u *Upstream) legacySubscribe(ctx context.Context, s *session, method, uri string) error {
+	cctx, cancel := context.WithTimeout(ctx, u.cfg.Timeout)
+	defer cancel()
+	params, _ := u.params(s, &mcp.Request{Method: method, Params: jsonrpc.Object{"uri": jsonrpc.Quote(uri)}})
+	r, err := u.conn.call(cctx, &exchange{
+		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: method, Params: params},
+		version: s.Version, session: s.id, gen: s.gen,
+	})
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, uri, err)
+	}
+	if r.Error != nil {
+		u.log.Warn("upstream refused a subscription change", "method", method, "uri", uri, "err", r.Error.Message)
+	}
+	return nil
+}
