@@ -93,7 +93,7 @@ func (c *Config) applyDefaults() {
 		c.Subscriptions.MaxStreams = 10_000
 	}
 	if c.Subscriptions.Queue == 0 {
-		c.Subscriptions.Queue = 256
+		c.Subscriptions.Queue = 64
 	}
 	cc := &c.Cache
 	if cc.Memory.MaxBytes == nil {

@@ -83,7 +83,7 @@ func New(o Options) *Hub {
 		o.KeepAlive = 25 * time.Second
 	}
 	if o.Queue <= 0 {
-		o.Queue = 256
+		o.Queue = 64
 	}
 	h := &Hub{o: o, byName: map[string]*upstream.Upstream{}, watchers: map[*watcher]struct{}{},
 		byURI: map[string]map[string]map[*watcher]struct{}{}, closing: make(chan struct{})}
@@ -159,7 +159,7 @@ func (h *Hub) Stream(w http.ResponseWriter, r *http.Request, req *mcp.Request, i
 	if h.o.MaxStreams > 0 && int(h.open.Load()) >= h.o.MaxStreams {
 		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "too many open subscription streams")
 	}
-	wt, honoured, pending, err := h.register(id, filter)
+	wt, honoured, pending, err := h.register(r.Context(), id, filter)
 	if err != nil {
 		return err
 	}
@@ -208,16 +208,17 @@ const ackWait = 3 * time.Second
 
 // register records a watcher and what of its filter Manifold can honour, and
 // returns the watch versions of the upstreams whose subscriptions changed.
-func (h *Hub) register(id json.RawMessage, f mcp.SubscriptionFilter) (*watcher, mcp.SubscriptionFilter, map[*upstream.Upstream]uint64, error) {
+func (h *Hub) register(ctx context.Context, id json.RawMessage, f mcp.SubscriptionFilter) (*watcher, mcp.SubscriptionFilter, map[*upstream.Upstream]uint64, error) {
 	wt := &watcher{id: id, uris: map[string][]string{}, out: make(chan []byte, h.o.Queue), slow: make(chan struct{})}
+	caps := h.capabilities(ctx)
 	var honoured mcp.SubscriptionFilter
-	if f.ResourcesListChanged && h.anyUpstream(func(c mcp.Capabilities) bool { return c.Resources != nil && c.Resources.ListChanged }) {
+	if f.ResourcesListChanged && anyOf(caps, func(c mcp.Capabilities) bool { return c.Resources != nil && c.Resources.ListChanged }) {
 		honoured.ResourcesListChanged = true
 		wt.lists = true
 	}
 	// Manifold serves no tools or prompts: those filters are never honoured.
 	for _, uri := range f.ResourceSubscriptions {
-		targets := h.targets(uri)
+		targets := h.targets(uri, caps)
 		for name, inner := range targets {
 			wt.uris[name] = append(wt.uris[name], inner)
 		}
@@ -276,46 +277,73 @@ func (h *Hub) resync(name string) uint64 {
 	return h.byName[name].Watch(uris)
 }
 
-// targets maps a namespaced URI to the upstreams that can tell of its
-// changes, with the upstream's own URI. Without namespaces every upstream
-// that can subscribe watches it.
-func (h *Hub) targets(uri string) map[string]string {
-	canSubscribe := func(u *upstream.Upstream) bool {
-		c, ok := u.Capabilities()
-		return ok && c.Resources != nil && c.Resources.Subscribe
-	}
-	out := map[string]string{}
-	if h.o.Namespace.Prefix {
-		name, inner, ok := h.o.Namespace.Split(uri)
-		if u := h.byName[name]; ok && u != nil && canSubscribe(u) {
-			out[name] = inner
-		}
-		return out
-	}
+// capabilities returns what each upstream declared, waiting (boundedly) for
+// upstreams still negotiating: a subscription that arrives just after
+// startup must not be refused for want of an answer yet to come.
+func (h *Hub) capabilities(ctx context.Context) map[string]mcp.Capabilities {
+	ctx, cancel := context.WithTimeout(ctx, ackWait)
+	defer cancel()
+	out := make(map[string]mcp.Capabilities, len(h.o.Upstreams))
 	for _, u := range h.o.Upstreams {
-		if canSubscribe(u) {
-			out[u.Name()] = uri
+		c, ok := u.Capabilities()
+		if !ok {
+			info, err := u.Info(ctx)
+			if err != nil {
+				continue
+			}
+			c = info.Capabilities
 		}
+		out[u.Name()] = c
 	}
 	return out
 }
 
-func (h *Hub) anyUpstream(f func(mcp.Capabilities) bool) bool {
-	for _, u := range h.o.Upstreams {
-		if c, ok := u.Capabilities(); ok && f(c) {
+func anyOf(caps map[string]mcp.Capabilities, f func(mcp.Capabilities) bool) bool {
+	for _, c := range caps {
+		if f(c) {
 			return true
 		}
 	}
 	return false
 }
 
+// targets maps a namespaced URI to the upstreams that can tell of its
+// changes, with the upstream's own URI. Without namespaces every upstream
+// that can subscribe watches it.
+func (h *Hub) targets(uri string, caps map[string]mcp.Capabilities) map[string]string {
+	canSubscribe := func(name string) bool {
+		c, ok := caps[name]
+		return ok && c.Resources != nil && c.Resources.Subscribe
+	}
+	out := map[string]string{}
+	if h.o.Namespace.Prefix {
+		name, inner, ok := h.o.Namespace.Split(uri)
+		if ok && canSubscribe(name) {
+			out[name] = inner
+		}
+		return out
+	}
+	for _, u := range h.o.Upstreams {
+		if canSubscribe(u.Name()) {
+			out[u.Name()] = uri
+		}
+	}
+	return out
+}
+
 // Capabilities is what Manifold can honour of subscriptions right now, for
 // server/discover: list changes if any upstream reports them, updates if any
-// upstream can subscribe.
+// upstream can subscribe. It does not wait for upstreams still negotiating.
 func (h *Hub) Capabilities() mcp.ResourcesCapability {
+	caps := map[string]mcp.Capabilities{}
+	for _, u := range h.o.Upstreams {
+		if c, ok := u.Capabilities(); ok {
+			caps[u.Name()] = c
+		}
+	}
 	return mcp.ResourcesCapability{
-		ListChanged: h.anyUpstream(func(c mcp.Capabilities) bool { return c.Resources != nil && c.Resources.ListChanged }),
-		Subscribe:   h.anyUpstream(func(c mcp.Capabilities) bool { return c.Resources != nil && c.Resources.Subscribe }),
+		ListChanged: anyOf(caps, func(c mcp.Capabilities) bool { return c.Resources != nil && c.Resources.ListChanged }),
+		Subscribe:   anyOf(caps, func(c mcp.Capabilities) bool { return c.Resources != nil && c.Resources.Subscribe }),
 	}
 }
 

@@ -524,3 +524,24 @@ func TestSubscribeBadFilter(t *testing.T) {
 	post(t, p.URL, headers("subscriptions/listen", ""), rpcBody(1, "subscriptions/listen", `"notifications":7`)).wantError(t, http.StatusBadRequest, -32602)
 	post(t, p.URL, headers("subscriptions/listen", ""), rpcBody(1, "subscriptions/listen", "")).wantError(t, http.StatusBadRequest, -32602)
 }
+
+// A subscription that arrives before Manifold has finished negotiating with
+// the upstream (just after startup) is honoured all the same.
+func TestSubscribeRightAfterStartup(t *testing.T) {
+	s := newSDKServer("alpha", sdkOptions{resources: 1})
+	slowStart := make(chan struct{})
+	h := modernHandler(s)
+	up := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-slowStart // the upstream answers nothing until the subscriber is waiting
+		h.ServeHTTP(w, r)
+	}))
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("alpha", up.URL))
+	go func() { time.Sleep(300 * time.Millisecond); close(slowStart) }()
+	st := listen(t, p.URL, 8, `{"resourceSubscriptions":["alpha+test://alpha/0"]}`)
+	ack := st.next(t, 10*time.Second)
+	if got, _ := json.Marshal(ack["params"].(map[string]any)["notifications"]); string(got) != `{"resourceSubscriptions":["alpha+test://alpha/0"]}` {
+		t.Fatalf("honoured %s", got)
+	}
+	updateUpstream(t, s, "test://alpha/0")
+	st.expect(t, 8, "notifications/resources/updated", "alpha+test://alpha/0")
+}
