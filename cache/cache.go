@@ -39,7 +39,6 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
-	"github.com/manifold-mcp/manifold/jsonrpc"
 	"github.com/manifold-mcp/manifold/mcp"
 )
 
@@ -69,10 +68,15 @@ const (
 	TagDiscover      = "discover"
 )
 
-// Fill produces the answer to a miss: the result as the caller must see it
-// (a *jsonrpc.Error is an answer too, never cached); any other error means
-// the upstream could not be reached, which allows a stale entry instead.
+// Fill produces the answer to a miss: the result as the caller must see it,
+// or an error (never cached). An error that wraps ErrUnreachable means the
+// upstream could not be reached (network, timeout, 5xx), the one case where a
+// stale entry may stand in; any other error is passed on as it is.
 type Fill func(ctx context.Context) (json.RawMessage, error)
+
+// ErrUnreachable marks fill errors that allow stale-if-error. An upstream
+// that answered, even with 401 or 403, was reachable: its answer stands.
+var ErrUnreachable = errors.New("upstream unreachable")
 
 // Cache is safe for concurrent use.
 type Cache struct {
@@ -183,6 +187,11 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 	fps := [2]string{fp, ""}
 	now := c.now()
 	localGen := generation{Tag: c.gens.get(gid), Upstream: c.gens.get(r.Upstream)}
+	if c.mem != nil {
+		// The memory epoch too is taken before the lookup: a flush during
+		// the fill must leave what it stores unreachable.
+		localGen.Epoch = c.mem.epoch()
+	}
 
 	var stale *entry
 	if c.mem != nil {
@@ -231,7 +240,9 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 		st.fills.Add(1)
 		return c.fill(fctx, fill, keys, fp, localGen, sharedGen, sharedOK)
 	}
-	flightKey := gid + "\x00" + r.Req.Method + "\x00" + dig
+	// A read that starts after an invalidation must not join a fill that
+	// started before it: the generations are part of the flight's key.
+	flightKey := fmt.Sprintf("%s\x00%s\x00%s\x00%v\x00%v", gid, r.Req.Method, dig, localGen, sharedGen)
 	o, collapsed, err := c.flight.do(ctx, flightKey, fillFor)
 	if err != nil {
 		return nil, err
@@ -249,9 +260,13 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 			}
 		}
 	}
+	if collapsed && o.shared != nil {
+		// Another caller's fill: what belonged to that request (its trace
+		// context, its progress token) is not ours.
+		o.result = o.shared
+	}
 	if o.err != nil {
-		var answer *jsonrpc.Error
-		if stale != nil && !errors.As(o.err, &answer) {
+		if stale != nil && errors.Is(o.err, ErrUnreachable) {
 			st.stale.Add(1)
 			c.log.Warn("upstream unreachable; serving a stale entry", "upstream", r.Upstream, "method", r.Req.Method, "err", o.err)
 			return splice(stale.body, 0, stale.scope), nil
@@ -273,7 +288,7 @@ func (c *Cache) fill(ctx context.Context, fill Fill, keys [2]string, fp string, 
 		// passed on, never stored, and never shared across credentials.
 		return outcome{result: res, fp: fp}
 	}
-	o := outcome{result: res, scope: h.scope, fp: fp}
+	o := outcome{result: res, shared: splice(h.body, h.ttl.Milliseconds(), h.scope), scope: h.scope, fp: fp}
 	ttl := min(h.ttl, c.maxTTL)
 	if ttl <= 0 || len(h.body) > c.maxEntry {
 		return o
@@ -319,11 +334,16 @@ func (c *Cache) InvalidateUpstream(ctx context.Context, upstream string) {
 }
 
 func (c *Cache) invalidate(ctx context.Context, upstream, th string) {
-	c.raiseLocal(upstream, th)
-	c.counters(upstream).invalidations.Add(1)
+	// Redis first: were memory raised first, a read on this replica in
+	// between would find memory empty, fetch the old entry from Redis and
+	// keep it in memory under the new generation. Raised this way round,
+	// such a read misses in Redis and fills fresh. If Redis cannot be
+	// reached, the shared epoch is raised on the next contact (missed).
 	if c.shared != nil {
 		c.shared.invalidate(ctx, upstream, th)
 	}
+	c.raiseLocal(upstream, th)
+	c.counters(upstream).invalidations.Add(1)
 }
 
 func (c *Cache) raiseLocal(upstream, th string) {

@@ -357,7 +357,7 @@ func TestMemoryOnlySemantics(t *testing.T) {
 	time.Sleep(350 * time.Millisecond)
 	// Past freshness, the upstream fails: the stale entry is served with
 	// ttlMs 0. An answer (a JSON-RPC error) is passed on instead.
-	down := func(context.Context) (json.RawMessage, error) { return nil, errors.New("connection refused") }
+	down := func(context.Context) (json.RawMessage, error) { return nil, fmt.Errorf("dial: %w", ErrUnreachable) }
 	text, ttl, _ := get(t, c, r, down)
 	if ttl != 0 || !strings.Contains(text, "call 1") || c.stats["up"].stale.Load() != 1 {
 		t.Errorf("stale: %q ttl %d", text, ttl)
@@ -365,6 +365,12 @@ func TestMemoryOnlySemantics(t *testing.T) {
 	answer := func(context.Context) (json.RawMessage, error) { return nil, jsonrpc.Errorf(-32602, "gone") }
 	if _, err := c.Get(context.Background(), r, answer); err == nil {
 		t.Error("an upstream's error answer was replaced by a stale entry")
+	}
+	// An upstream that answered, with a refusal, is not unreachable: its
+	// answer stands (a revoked credential keeps nothing).
+	refused := func(context.Context) (json.RawMessage, error) { return nil, errors.New("HTTP 401") }
+	if _, err := c.Get(context.Background(), r, refused); err == nil {
+		t.Error("a refusal was answered with a stale entry")
 	}
 	// The error evicted nothing: still stale-servable.
 	if _, ttl, _ := get(t, c, r, down); ttl != 0 {
@@ -385,5 +391,74 @@ func TestMemoryOnlySemantics(t *testing.T) {
 	}
 	if mrtr.Load() != 2 {
 		t.Errorf("input_required was cached (%d calls)", mrtr.Load())
+	}
+}
+
+// An invalidation made while Redis was unreachable is not lost: once Redis
+// is back, nothing written before it is served, from Redis or memory.
+func TestMissedInvalidationRetiresSharedEntries(t *testing.T) {
+	rs := redistest.Start(t)
+	c := newCache(t, testConfig(rs.URL()), nil)
+	up := &upstream{ttlMs: 60_000, scope: "public"}
+	r := read("test://x", "")
+	before, _, _ := get(t, c, r, up.fill(r))
+	rc := rs.Client()
+	eventually(t, func() bool { return len(rc.Keys(context.Background(), "t:*:public:*").Val()) == 1 })
+	for i := 0; i < 5; i++ { // Redis unreachable: the breaker opens
+		c.shared.brk.Failure()
+	}
+	c.Invalidate(context.Background(), "up", "test://x")
+	time.Sleep(300 * time.Millisecond) // past the cooldown
+	for i := 0; i < 3; i++ {
+		if text, _, _ := get(t, c, r, up.fill(r)); text == before {
+			t.Fatalf("read %d after the invalidation served the old answer", i)
+		}
+	}
+}
+
+// A read that starts after an invalidation does not join a fill that
+// started before it.
+func TestFlightDoesNotSpanInvalidation(t *testing.T) {
+	c := newCache(t, testConfig(""), nil)
+	up := &upstream{ttlMs: 60_000, scope: "public", gate: make(chan struct{})}
+	r := read("test://f", "")
+	first := make(chan string, 1)
+	go func() { s, _, _ := get(t, c, r, up.fill(r)); first <- s }()
+	eventually(t, func() bool { return up.calls.Load() == 1 })
+	c.Invalidate(context.Background(), "up", "test://f")
+	second := make(chan string, 1)
+	go func() { s, _, _ := get(t, c, r, up.fill(r)); second <- s }()
+	time.Sleep(100 * time.Millisecond)
+	close(up.gate)
+	if a, b := <-first, <-second; a == b {
+		t.Errorf("the read begun after the invalidation got %q, the answer of the fill begun before it", b)
+	}
+}
+
+// A caller that waited on another's fill gets the answer without that
+// request's own _meta (its trace context, its progress token).
+func TestCollapsedWaiterGetsNoForeignMeta(t *testing.T) {
+	c := newCache(t, testConfig(""), nil)
+	gate := make(chan struct{})
+	var calls atomic.Int64
+	fill := func(ctx context.Context) (json.RawMessage, error) {
+		calls.Add(1)
+		<-gate
+		return json.RawMessage(`{"resultType":"complete","ttlMs":60000,"cacheScope":"public","contents":[],"_meta":{"traceparent":"00-LEADER","progressToken":"tok-A","kept":1}}`), nil
+	}
+	results := make(chan string, 2)
+	go func() { res, _ := c.Get(context.Background(), read("test://m", ""), fill); results <- "leader " + string(res) }()
+	eventually(t, func() bool { return calls.Load() == 1 })
+	go func() { res, _ := c.Get(context.Background(), read("test://m", "other"), fill); results <- "waiter " + string(res) }()
+	time.Sleep(100 * time.Millisecond)
+	close(gate)
+	for i := 0; i < 2; i++ {
+		r := <-results
+		if strings.HasPrefix(r, "waiter") && (strings.Contains(r, "LEADER") || strings.Contains(r, "tok-A") || !strings.Contains(r, `"kept":1`)) {
+			t.Errorf("%s", r)
+		}
+	}
+	if calls.Load() != 1 {
+		t.Errorf("calls %d", calls.Load())
 	}
 }

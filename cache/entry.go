@@ -12,8 +12,9 @@ import (
 )
 
 // generation is the invalidation state an entry belongs to: how many times
-// its tag was invalidated, how many times its whole upstream was, and (in
-// the shared tier) how many times every entry was retired at once. An entry
+// its tag was invalidated, how many times its whole upstream was, and how
+// many times every entry was retired at once (the tier's epoch: flushes of
+// the memory tier, or the shared epoch in Redis). An entry
 // is valid only while all three are what they were when its fill started.
 type generation struct {
 	Tag      uint64 `json:"t,omitempty"`
@@ -29,10 +30,8 @@ type entry struct {
 	key   string
 	scope string
 	fp    string
-	// gen is the invalidation state when the entry's fill started; epoch is
-	// the memory tier's epoch then (memory tier only).
-	gen   generation
-	epoch uint64
+	// gen is the invalidation state when the entry's fill started.
+	gen generation
 	// body is the result without ttlMs and cacheScope, which are spliced in
 	// when it is served.
 	body []byte

@@ -25,7 +25,8 @@ type call struct {
 
 // outcome is what a fill produced, for every waiter to judge for itself.
 type outcome struct {
-	result []byte // the result as the upstream answered it (spliced hints)
+	result []byte // the result as the upstream answered it, for the caller that filled
+	shared []byte // the same without request-scoped _meta, for callers that waited on it
 	scope  string // its normalised scope ("" when not cacheable)
 	fp     string // the credential fingerprint of the caller it was filled for
 	err    error

@@ -24,12 +24,12 @@ const keyVersion = "m1"
 
 // unkeyedMeta lists the `_meta` members that do not change an answer: they
 // are forwarded but left out of the key, so callers that differ only in them
-// share entries.
+// share entries. W3C baggage is keyed: it carries application context (a
+// tenant, a user) that an upstream may well answer by.
 var unkeyedMeta = map[string]bool{
 	mcp.MetaProgressToken: true,
 	mcp.MetaTraceparent:   true,
 	mcp.MetaTracestate:    true,
-	mcp.MetaBaggage:       true,
 	mcp.MetaLogLevel:      true,
 	mcp.MetaClientInfo:    true, // servers must not vary on it (the spec says so)
 }

@@ -18,6 +18,9 @@ type memory interface {
 	set(key string, e *entry, ttl time.Duration)
 	// flush makes every stored entry unreachable.
 	flush()
+	// epoch counts the flushes; an entry is stored with the epoch its fill
+	// started under (entry.gen.Epoch) and is unreachable once it moved.
+	epoch() uint64
 	close()
 }
 
@@ -29,7 +32,7 @@ type memory interface {
 // checked on read rather than Clear, which must not race traffic.
 type ristrettoMemory struct {
 	c         *ristretto.Cache[string, *entry]
-	epoch     atomic.Uint64
+	flushes   atomic.Uint64
 	evictions *atomic.Uint64
 }
 
@@ -52,7 +55,7 @@ func newRistretto(maxBytes int64, evictions *atomic.Uint64) (*ristrettoMemory, e
 
 func (m *ristrettoMemory) get(key string) (*entry, bool) {
 	e, ok := m.c.Get(key)
-	if !ok || e.key != key || e.epoch != m.epoch.Load() {
+	if !ok || e.key != key || e.gen.Epoch != m.flushes.Load() {
 		return nil, false
 	}
 	return e, true
@@ -62,7 +65,6 @@ func (m *ristrettoMemory) set(key string, e *entry, ttl time.Duration) {
 	if ttl < time.Millisecond {
 		return
 	}
-	e.epoch = m.epoch.Load()
 	if m.c.SetWithTTL(key, e, e.cost(), ttl) {
 		// Sets are applied asynchronously. Waiting here, on the miss path
 		// that already paid for an upstream call, makes the next read
@@ -72,7 +74,8 @@ func (m *ristrettoMemory) set(key string, e *entry, ttl time.Duration) {
 	}
 }
 
-func (m *ristrettoMemory) flush() { m.epoch.Add(1) }
+func (m *ristrettoMemory) flush()         { m.flushes.Add(1) }
+func (m *ristrettoMemory) epoch() uint64 { return m.flushes.Load() }
 func (m *ristrettoMemory) close() { m.c.Close() }
 
 // generations tracks, per upstream and invalidation tag, how many times the

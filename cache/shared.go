@@ -107,6 +107,16 @@ func (s *shared) call(ctx context.Context, f func(ctx context.Context) error) bo
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	if s.missed.Load() {
+		// Invalidations were lost while Redis was away: retire every shared
+		// entry before anything is read from it again.
+		if err := s.raiseEpoch(cctx); err != nil {
+			s.errors.Add(1)
+			s.brk.Failure()
+			return false
+		}
+		s.missed.Store(false)
+	}
 	err := f(cctx)
 	if err != nil && !errors.Is(err, redis.Nil) {
 		if ctx.Err() != nil {
@@ -117,9 +127,6 @@ func (s *shared) call(ctx context.Context, f func(ctx context.Context) error) bo
 		s.errors.Add(1)
 		s.brk.Failure()
 		return false
-	}
-	if s.missed.Swap(false) {
-		s.raiseEpoch(ctx)
 	}
 	s.brk.Success()
 	return true
@@ -239,16 +246,14 @@ func (s *shared) epochKey() string { return s.prefix + keyVersion + ":epoch" }
 // raiseEpoch makes every shared entry written so far unreachable: the
 // epoch is part of every generation. It is the answer to invalidations that
 // could not be delivered while Redis was away.
-func (s *shared) raiseEpoch(ctx context.Context) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
-	defer cancel()
-	if err := s.rdb.Incr(cctx, s.epochKey()).Err(); err != nil {
-		s.missed.Store(true)
-		return
+func (s *shared) raiseEpoch(ctx context.Context) error {
+	if err := s.rdb.Incr(ctx, s.epochKey()).Err(); err != nil {
+		return err
 	}
 	s.log.Info("redis: invalidations were missed while it was unreachable; shared entries written before now are retired")
 	msg, _ := json.Marshal(invalidation{Origin: s.origin})
-	_ = s.rdb.Publish(cctx, s.channel, msg).Err()
+	_ = s.rdb.Publish(ctx, s.channel, msg).Err()
+	return nil
 }
 
 // listen delivers other replicas' invalidations to apply, and calls lost

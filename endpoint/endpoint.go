@@ -181,6 +181,10 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Method == mcp.MethodSubscriptions && e.o.Streams != nil {
+		if !wantSSE {
+			writeError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "subscriptions/listen answers with an event stream: Accept must include text/event-stream"), http.StatusNotAcceptable)
+			return
+		}
 		if err := e.o.Streams.Stream(w, r, req, msg.ID); err != nil {
 			var rpcErr *jsonrpc.Error
 			if !errors.As(err, &rpcErr) {
@@ -195,7 +199,9 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // validate checks the request's `_meta` and mirrored headers, in the order
 // the specification's examples and the conformance suite agree on: required
-// `_meta` members (-32602), then headers (-32020), then the version (-32022).
+// `_meta` members (-32602), then the version header against `_meta`
+// (-32020: a mismatch beats an unsupported version), then the version itself
+// (-32022), then the Mcp-Method and Mcp-Name headers (-32020).
 func (e *Endpoint) validate(r *http.Request, msg *jsonrpc.Message) (*mcp.Request, *jsonrpc.Error) {
 	params, err := msg.ParamsObject()
 	if err != nil {

@@ -68,11 +68,13 @@ func (k *Codec) Decode(s, method string) (Cursor, error) {
 	if !ok {
 		return c, ErrBadCursor
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
+	// Strict: otherwise the unused bits of the last character could vary,
+	// and one cursor would have several spellings.
+	got, err := base64.RawURLEncoding.Strict().DecodeString(sig)
 	if err != nil || !hmac.Equal(got, k.mac(p)) {
 		return c, ErrBadCursor
 	}
-	payload, err := base64.RawURLEncoding.DecodeString(p)
+	payload, err := base64.RawURLEncoding.Strict().DecodeString(p)
 	if err != nil || json.Unmarshal(payload, &c) != nil || c.Method != method {
 		return Cursor{}, ErrBadCursor
 	}

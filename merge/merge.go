@@ -79,6 +79,17 @@ func itemsField(method string) (list, id string, ok bool) {
 	return "", "", false
 }
 
+// UpstreamCursorError is a stale cursor refused by the upstream itself: the
+// pages that led to it (and any cached copy of them) are out of date.
+type UpstreamCursorError struct{ Upstream string }
+
+func (e *UpstreamCursorError) Error() string {
+	return "upstream " + e.Upstream + " no longer accepts its cursor"
+}
+
+// Is makes it an ErrStaleCursor.
+func (e *UpstreamCursorError) Is(target error) bool { return target == ErrStaleCursor }
+
 // Result is a merged page and its combined cache hints.
 type Result struct {
 	Items      []jsonrpc.Object
@@ -157,7 +168,7 @@ func (m *Merger) List(ctx context.Context, req *mcp.Request) (*Result, error) {
 			var rpcErr *jsonrpc.Error
 			if pending[name] != "" && errors.As(p.err, &rpcErr) && rpcErr.Code == jsonrpc.CodeInvalidParams {
 				// The upstream no longer honours the cursor we kept for it.
-				return nil, ErrStaleCursor
+				return nil, &UpstreamCursorError{Upstream: name}
 			}
 			m.Log.Warn("upstream left out of merged list page", "upstream", name, "method", method, "err", p.err)
 			res.TTLms = 0

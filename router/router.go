@@ -117,6 +117,12 @@ func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage,
 
 func (r *Router) list(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
 	res, err := r.merger.List(ctx, req)
+	var refused *merge.UpstreamCursorError
+	if errors.As(err, &refused) && r.cache != nil {
+		// The cached pages that handed out this cursor are stale too: drop
+		// them, so that listing again from the start can succeed.
+		r.cache.Invalidate(ctx, refused.Upstream, cache.TagResourceLists)
+	}
 	switch {
 	case errors.Is(err, merge.ErrStaleCursor):
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "stale cursor: %v", err)
@@ -201,10 +207,20 @@ type unavailableError struct {
 func (e *unavailableError) Error() string { return e.err.Error() }
 func (e *unavailableError) Unwrap() error { return e.err }
 
+// Is lets the cache tell an upstream it could not reach (which a stale
+// entry may stand in for) from one that refused the request.
+func (e *unavailableError) Is(target error) bool {
+	return target == cache.ErrUnreachable && upstream.Unreachable(e.err)
+}
+
 func (e *unavailableError) rpc() *jsonrpc.Error {
 	msg := "upstream %s is unavailable"
-	if errors.Is(e.err, context.DeadlineExceeded) {
+	var se *upstream.StatusError
+	switch {
+	case errors.Is(e.err, context.DeadlineExceeded):
 		msg = "upstream %s timed out"
+	case errors.As(e.err, &se) && se.Status < 500:
+		msg = fmt.Sprintf("upstream %%s refused the request (HTTP %d)", se.Status)
 	}
 	return jsonrpc.Errorf(jsonrpc.CodeInternalError, msg, e.upstream).WithData(map[string]string{"upstream": e.upstream})
 }

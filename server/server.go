@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/manifold-mcp/manifold/cache"
@@ -41,7 +42,14 @@ type Server struct {
 func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log}
 	// Upstream events go to the hub, which is built once the upstreams are.
-	onEvent := func(name string, ev upstream.Event) { s.hub.OnEvent(name, ev) }
+	// A stdio child may speak first: until then there is nothing cached and
+	// nobody subscribed, so its events are of no use to anyone.
+	var hubReady atomic.Pointer[hub.Hub]
+	onEvent := func(name string, ev upstream.Event) {
+		if h := hubReady.Load(); h != nil {
+			h.OnEvent(name, ev)
+		}
+	}
 	for _, uc := range cfg.Upstreams {
 		u, err := upstream.New(uc, upstream.Options{Logger: log, OnEvent: onEvent})
 		if err != nil {
@@ -69,6 +77,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 		MaxStreams: cfg.Subscriptions.MaxStreams,
 		Queue:      cfg.Subscriptions.Queue,
 	})
+	hubReady.Store(s.hub)
 	rt := router.New(router.Options{
 		Upstreams: s.upstreams,
 		Namespace: namespace.Namespace{Prefix: cfg.Namespace == config.NamespacePrefix},

@@ -2,12 +2,14 @@ package test
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,5 +212,63 @@ func TestSlowUpstreamDoesNotBlockOthers(t *testing.T) {
 	r.wantError(t, http.StatusOK, -32603)
 	if !strings.Contains(r.Error.Message, "timed out") {
 		t.Errorf("timeout error message %q", r.Error.Message)
+	}
+}
+
+// When an upstream stops accepting the cursor it gave (its listing moved
+// on), the client is told its cursor is stale, and listing again from the
+// start works: the cached pages that carried the dead cursor are dropped.
+// The upstream is a minimal hand-written 2026-07-28 server, because the
+// SDKs' cursors never expire.
+func TestUpstreamCursorExpiry(t *testing.T) {
+	var epoch atomic.Int32
+	var firstPages atomic.Int32
+	up := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Cursor string `json:"cursor"`
+			} `json:"params"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		w.Header().Set("Content-Type", "application/json")
+		meta := `"resultType":"complete","ttlMs":600000,"cacheScope":"public"`
+		var result string
+		switch {
+		case m.Method == "server/discover":
+			result = `{"supportedVersions":["2026-07-28"],"capabilities":{"resources":{}},` + meta + `}`
+		case m.Method == "resources/list" && m.Params.Cursor == "":
+			firstPages.Add(1)
+			result = fmt.Sprintf(`{"resources":[{"uri":"test://a","name":"a"}],"nextCursor":"c%d",%s}`, epoch.Load(), meta)
+		case m.Method == "resources/list" && m.Params.Cursor == fmt.Sprintf("c%d", epoch.Load()):
+			// The last page is never cached, so a dead cursor reaches
+			// the upstream.
+			result = `{"resources":[{"uri":"test://b","name":"b"}],"resultType":"complete","ttlMs":0,"cacheScope":"public"}`
+		case m.Method == "resources/list":
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"invalid cursor"}}`, m.ID)
+			return
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`, m.ID)
+			return
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, result)
+	}))
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("x", up.URL))
+	if got := uris(listAll(t, p.URL, "resources/list")); !slices.Equal(got, []string{"x+test://a", "x+test://b"}) {
+		t.Fatalf("listing %v", got)
+	}
+	var first listResult
+	post(t, p.URL, headers("resources/list", ""), rpcBody(1, "resources/list", "")).result(t, &first)
+	if firstPages.Load() != 1 {
+		t.Fatalf("the first page was not cached (%d upstream calls)", firstPages.Load())
+	}
+	epoch.Add(1) // the upstream's listing moves on: its old cursor is dead
+	post(t, p.URL, headers("resources/list", ""), rpcBody(2, "resources/list", fmt.Sprintf(`"cursor":%q`, first.NextCursor))).
+		wantError(t, http.StatusBadRequest, -32602)
+	if got := uris(listAll(t, p.URL, "resources/list")); !slices.Equal(got, []string{"x+test://a", "x+test://b"}) {
+		t.Errorf("listing again from the start: %v", got)
 	}
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"syscall"
 
 	"github.com/manifold-mcp/manifold/jsonrpc"
 )
@@ -78,4 +81,19 @@ func eraSuspect(err error) bool {
 		return true
 	}
 	return false
+}
+
+// Unreachable reports whether err, from Call, means the server could not be
+// reached or failed on its side (network, timeout, a dead process, HTTP 5xx),
+// as opposed to refusing the request (HTTP 4xx, a malformed answer). Only
+// the former lets a cache stand in with a stale answer.
+func Unreachable(err error) bool {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Status >= 500
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errSessionGone) || errors.Is(err, errProcessExited) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }

@@ -50,6 +50,9 @@ type stdioConn struct {
 	done    chan struct{} // closed when the supervisor has exited
 }
 
+// errProcessExited: the child died with the call in flight.
+var errProcessExited = errors.New("process exited before answering")
+
 // process is one running child.
 type process struct {
 	gen   uint64
@@ -364,7 +367,7 @@ func (c *stdioConn) call(ctx context.Context, ex *exchange) (*reply, error) {
 	select {
 	case m, ok := <-pc.reply:
 		if !ok {
-			return nil, errors.New("process exited before answering")
+			return nil, errProcessExited
 		}
 		return &reply{Message: m}, nil
 	case <-ctx.Done():
