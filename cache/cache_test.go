@@ -447,9 +447,15 @@ func TestCollapsedWaiterGetsNoForeignMeta(t *testing.T) {
 		return json.RawMessage(`{"resultType":"complete","ttlMs":60000,"cacheScope":"public","contents":[],"_meta":{"traceparent":"00-LEADER","progressToken":"tok-A","kept":1}}`), nil
 	}
 	results := make(chan string, 2)
-	go func() { res, _ := c.Get(context.Background(), read("test://m", ""), fill); results <- "leader " + string(res) }()
+	go func() {
+		res, _ := c.Get(context.Background(), read("test://m", ""), fill)
+		results <- "leader " + string(res)
+	}()
 	eventually(t, func() bool { return calls.Load() == 1 })
-	go func() { res, _ := c.Get(context.Background(), read("test://m", "other"), fill); results <- "waiter " + string(res) }()
+	go func() {
+		res, _ := c.Get(context.Background(), read("test://m", "other"), fill)
+		results <- "waiter " + string(res)
+	}()
 	time.Sleep(100 * time.Millisecond)
 	close(gate)
 	for i := 0; i < 2; i++ {

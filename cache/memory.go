@@ -74,9 +74,9 @@ func (m *ristrettoMemory) set(key string, e *entry, ttl time.Duration) {
 	}
 }
 
-func (m *ristrettoMemory) flush()         { m.flushes.Add(1) }
+func (m *ristrettoMemory) flush()        { m.flushes.Add(1) }
 func (m *ristrettoMemory) epoch() uint64 { return m.flushes.Load() }
-func (m *ristrettoMemory) close() { m.c.Close() }
+func (m *ristrettoMemory) close()        { m.c.Close() }
 
 // generations tracks, per upstream and invalidation tag, how many times the
 // tag was invalidated. An entry is valid only under the generation it was
