@@ -290,38 +290,58 @@ var (
 )
 
 // responder writes one response, switching to SSE when a notification must
-// go out before it.
+// go out before it. Notifications are queued, never written by the goroutine
+// that delivers them: that goroutine may be an upstream's only reader (stdio),
+// which a client that stops reading must not block. A full queue drops.
 type responder struct {
 	w     http.ResponseWriter
 	sseOK bool
 
 	mu     sync.Mutex
-	stream *sse.Writer
 	done   bool
+	queue  chan []byte // nil until the first notification
+	stream *sse.Writer
+	wrote  chan struct{} // closed when the queue is drained
 }
 
+const notifyQueue = 32
+
 func (o *responder) notify(n *jsonrpc.Message) {
+	b, err := json.Marshal(n)
+	if err != nil {
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.done || !o.sseOK {
 		return
 	}
-	if o.stream == nil {
+	if o.queue == nil {
 		o.stream = sse.NewWriter(o.w)
 		o.w.WriteHeader(http.StatusOK)
+		o.queue, o.wrote = make(chan []byte, notifyQueue), make(chan struct{})
+		go func() {
+			defer close(o.wrote)
+			for b := range o.queue {
+				_ = o.stream.Event(b)
+			}
+		}()
 	}
-	b, err := json.Marshal(n)
-	if err == nil {
-		_ = o.stream.Event(b)
+	select {
+	case o.queue <- b:
+	default:
 	}
 }
 
 // finish writes the response, the concatenation of parts.
 func (o *responder) finish(code int, parts ...[]byte) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	o.done = true
-	if o.stream != nil {
+	queue := o.queue
+	o.mu.Unlock()
+	if queue != nil {
+		close(queue)
+		<-o.wrote
 		_ = o.stream.Event(bytes.Join(parts, nil))
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Event is one dispatched event.
@@ -110,10 +111,15 @@ func (r *Reader) readLine(max int) (string, error) {
 // Writer writes events to an HTTP response, flushing each one. It is safe for
 // concurrent use, so keep-alives and events can come from different goroutines.
 type Writer struct {
-	mu sync.Mutex
-	w  io.Writer
-	rc *http.ResponseController
+	mu      sync.Mutex
+	w       io.Writer
+	rc      *http.ResponseController
+	timeout time.Duration
 }
+
+// WriteTimeout bounds each write: a client that stops reading fails the
+// stream instead of holding its writer forever.
+const WriteTimeout = 10 * time.Second
 
 // NewWriter sets the SSE response headers and returns a Writer. It does not
 // write the status line; the first event (or WriteHeader) does.
@@ -122,7 +128,11 @@ func NewWriter(w http.ResponseWriter) *Writer {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	return &Writer{w: w, rc: http.NewResponseController(w)}
+	return &Writer{w: w, rc: http.NewResponseController(w), timeout: WriteTimeout}
+}
+
+func (s *Writer) deadline() {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
 }
 
 // Event writes one `message` event whose data is a single JSON message. A
@@ -132,6 +142,7 @@ func (s *Writer) Event(data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	payload := strings.ReplaceAll(string(data), "\n", "\ndata: ")
+	s.deadline()
 	if _, err := fmt.Fprintf(s.w, "event: message\ndata: %s\n\n", payload); err != nil {
 		return fmt.Errorf("sse write: %w", err)
 	}
@@ -142,6 +153,7 @@ func (s *Writer) Event(data []byte) error {
 func (s *Writer) Comment(text string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.deadline()
 	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
 		return fmt.Errorf("sse write: %w", err)
 	}

@@ -297,3 +297,39 @@ func killProcess(t testing.TB, pid int) {
 		t.Fatal(err)
 	}
 }
+
+// Progress from a stdio upstream reaches the caller that asked for it, as
+// SSE before the answer, with the caller's own token, even when two callers
+// chose the same token and share the upstream's one channel.
+func TestStdioProgressReachesItsCaller(t *testing.T) {
+	p := startProxy(t, "upstreams:"+childUpstream("kid", "sdk:kid"))
+	readText(t, p.URL, "kid+test://kid/0")
+	var wg sync.WaitGroup
+	for _, x := range []string{"a", "b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			uri := "kid+test://kid/progress/" + x
+			meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"same"}`
+			r := post(t, p.URL, headers("resources/read", uri), fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":%q,%s}}`, uri, meta))
+			if r.Header.Get("Content-Type") != "text/event-stream" {
+				t.Errorf("%s: answered %s without streaming progress", x, r.Header.Get("Content-Type"))
+				return
+			}
+			got := 0
+			for _, line := range strings.Split(string(r.Body), "\n") {
+				if !strings.Contains(line, "notifications/progress") {
+					continue
+				}
+				got++
+				if !strings.Contains(line, `"progressToken":"same"`) || !strings.Contains(line, "/progress/"+x) {
+					t.Errorf("caller %s got %s", x, line)
+				}
+			}
+			if got != 3 {
+				t.Errorf("caller %s got %d progress notifications, want 3:\n%s", x, got, r.Body)
+			}
+		}()
+	}
+	wg.Wait()
+}

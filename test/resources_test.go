@@ -200,7 +200,7 @@ func TestTemplatesMergedAndRouted(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Equal(got, []string{"alpha+test://alpha/items/{id}", "gamma+test://gamma/items/{id}"}) {
+	if !slices.Equal(got, []string{"alpha+test://alpha/items/{id}", "gamma+test://gamma/items/{id}", "gamma+test://gamma/progress/{x}"}) {
 		t.Fatalf("templates = %v", got)
 	}
 	for _, c := range []struct{ uri, text string }{

@@ -205,7 +205,8 @@ func httpUpstreamYAML(name, url string, extra ...string) string {
 // runChild runs the stdio server named by kind:
 //   - "sdk:NAME": newSDKServer(NAME) with 3 resources, plus test://NAME/pid
 //     whose text is the process id (so a test can kill it), and
-//     test://NAME/tick, announced as updated every 200 ms;
+//     test://NAME/tick, announced as updated every 200 ms, and
+//     test://NAME/progress/X, which reports progress naming X;
 //   - "sdk-legacy-notfound:NAME": the same, but not-found is the legacy -32002;
 //   - "bare:ADDR": the benchmarks' reference HTTP server (see runBare).
 func runChild(kind string) int {
@@ -221,6 +222,18 @@ func runChild(kind string) int {
 	s.AddResource(&mcp.Resource{URI: "test://" + name + "/pid", Name: "pid"},
 		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://" + name + "/pid", Text: pid}}}, nil
+		})
+	// test://NAME/progress/X reports progress three times, naming X, with
+	// the caller's token, then answers.
+	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "test://" + name + "/progress/{x}", Name: "progress"},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			for i := 1; i <= 3; i++ {
+				if tok := req.Params.GetProgressToken(); tok != nil {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3, Message: req.Params.URI})
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "done"}}}, nil
 		})
 	tick := "test://" + name + "/tick"
 	s.AddResource(&mcp.Resource{URI: tick, Name: "tick"},

@@ -249,6 +249,10 @@ func (c *httpConn) close(ctx context.Context, sid string) error {
 	if sid == "" {
 		return nil
 	}
+	return c.deleteSession(ctx, sid)
+}
+
+func (c *httpConn) deleteSession(ctx context.Context, sid string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url, nil)
 	if err != nil {
 		return fmt.Errorf("build DELETE: %w", err)

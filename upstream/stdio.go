@@ -57,7 +57,7 @@ var errProcessExited = errors.New("process exited before answering")
 type process struct {
 	gen   uint64
 	cmd   *exec.Cmd
-	stdin io.WriteCloser
+	stdin *os.File
 	wmu   sync.Mutex
 
 	pmu     sync.Mutex
@@ -73,9 +73,10 @@ type listening struct {
 }
 
 type pendingCall struct {
-	reply  chan *jsonrpc.Message
-	notify func(*jsonrpc.Message)
-	token  json.RawMessage // the progressToken the call sent, if any
+	reply    chan *jsonrpc.Message
+	notify   func(*jsonrpc.Message)
+	token    json.RawMessage // the progressToken sent upstream, if any
+	original json.RawMessage // the caller's own progressToken
 }
 
 func newStdioConn(cfg config.Upstream, log *slog.Logger, onMsg func(*jsonrpc.Message) *jsonrpc.Message) (*stdioConn, error) {
@@ -140,32 +141,61 @@ func (c *stdioConn) start(gen uint64) (*process, error) {
 	// Its own process group, so a terminal's Ctrl-C reaches Manifold only,
 	// and Manifold decides how its children stop.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
+	// Pipes of our own rather than cmd's: their ends support deadlines
+	// (a child that stops reading stdin cannot block a caller forever),
+	// and stdout can be closed when the child has exited even if a
+	// grandchild still holds it open.
+	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	outR, outW, err := os.Pipe()
 	if err != nil {
+		inR.Close()
+		inW.Close()
 		return nil, err
 	}
-	stderr, err := cmd.StderrPipe()
+	errR, errW, err := os.Pipe()
 	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	err = cmd.Start()
+	// The child has its copies; ours of its ends would keep the pipes open.
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
 		return nil, err
 	}
-	p := &process{gen: gen, cmd: cmd, stdin: stdin, pending: map[string]*pendingCall{}, listens: map[string]*listening{}, exited: make(chan struct{})}
+	p := &process{gen: gen, cmd: cmd, stdin: inW, pending: map[string]*pendingCall{}, listens: map[string]*listening{}, exited: make(chan struct{})}
 	c.log.Info("upstream process started", "pid", cmd.Process.Pid, "generation", gen)
-	logDone := make(chan struct{})
+	readDone := make(chan struct{})
 	go func() {
-		defer close(logDone)
-		c.logStderr(stderr)
+		defer close(readDone)
+		c.readLoop(p, outR)
 	}()
+	go c.logStderr(errR)
 	go func() {
-		c.readLoop(p, stdout)
-		<-logDone
 		_ = cmd.Wait()
+		// Let stdout drain what the child wrote before it died, then stop
+		// reading even if someone else still holds the pipe.
+		select {
+		case <-readDone:
+		case <-time.After(time.Second):
+			_ = outR.SetReadDeadline(time.Now())
+			<-readDone
+		}
+		outR.Close()
+		inW.Close()
+		_ = errR.SetReadDeadline(time.Now().Add(time.Second))
 		p.failPending()
 		close(p.exited)
 	}()
@@ -239,8 +269,13 @@ func (c *stdioConn) dispatch(p *process, line []byte) {
 			close(l.closed)
 		}
 	case m.IsNotification() && requestScoped(m.Method):
+		// Only progress can be traced back to its call; a log message on
+		// the shared channel names no request and is dropped.
 		if pc := p.byToken(m); pc != nil && pc.notify != nil {
-			pc.notify(m)
+			if params, err := withProgressToken(m.Params, pc.original); err == nil {
+				m.Params = params
+				pc.notify(m)
+			}
 		}
 	case m.IsNotification():
 		if l := p.listenFor(m); l != nil {
@@ -296,9 +331,14 @@ func (p *process) byToken(m *jsonrpc.Message) *pendingCall {
 	return nil
 }
 
+// stdinTimeout bounds one write to a child's stdin: a child that stops
+// reading must not hold its callers (or the writers queued behind them).
+const stdinTimeout = 10 * time.Second
+
 func (p *process) write(b []byte) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	_ = p.stdin.SetWriteDeadline(time.Now().Add(stdinTimeout))
 	if _, err := p.stdin.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("write to process: %w", err)
 	}
@@ -353,7 +393,17 @@ func (c *stdioConn) call(ctx context.Context, ex *exchange) (*reply, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	pc := &pendingCall{reply: make(chan *jsonrpc.Message, 1), notify: ex.notify, token: progressToken(ex.msg.Params)}
+	pc := &pendingCall{reply: make(chan *jsonrpc.Message, 1), notify: ex.notify}
+	if orig := progressToken(ex.msg.Params); orig != nil {
+		// Callers choose progress tokens, so two of them may choose the
+		// same one; on a shared channel the token is the only way back to
+		// the call. Each call gets a token of its own, and notifications
+		// get the caller's back.
+		pc.original, pc.token = orig, jsonrpc.Quote(fmt.Sprintf("manifold-%d-%s", p.gen, ex.msg.ID))
+		if b, err = withProgressToken(b, pc.token); err != nil {
+			return nil, err
+		}
+	}
 	key := string(ex.msg.ID)
 	p.pmu.Lock()
 	p.pending[key] = pc
@@ -385,6 +435,32 @@ func (c *stdioConn) cancel(p *process, id json.RawMessage, cause error) {
 	if err == nil {
 		_ = p.write(b)
 	}
+}
+
+// withProgressToken returns msg (a message or a params object) with the
+// progressToken replaced by tok: in params._meta for a request, in params
+// for a progress notification.
+func withProgressToken(msg json.RawMessage, tok json.RawMessage) (json.RawMessage, error) {
+	obj, err := jsonrpc.ParseObject(msg)
+	if err != nil {
+		return nil, err
+	}
+	if _, isMessage := obj["jsonrpc"]; !isMessage {
+		obj["progressToken"] = tok
+		return obj.Marshal(), nil
+	}
+	params, err := obj.Object("params")
+	if err != nil {
+		return nil, err
+	}
+	meta, err := params.Object("_meta")
+	if err != nil {
+		return nil, err
+	}
+	meta["progressToken"] = tok
+	params["_meta"] = meta.Marshal()
+	obj["params"] = params.Marshal()
+	return obj.Marshal(), nil
 }
 
 func progressToken(params json.RawMessage) json.RawMessage {

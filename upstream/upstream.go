@@ -146,15 +146,20 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 			return nil, err
 		}
 		msg, err := u.exchange(ctx, s, req)
-		if err == nil && !s.Modern && msg.Error != nil && msg.Error.Code == jsonrpc.CodeUnsupportedVersion {
+		// The era assumed no longer holds when a modern server says it does
+		// not speak 2026-07-28, or a legacy session is answered by a modern
+		// server, or a modern request is refused without a JSON-RPC body.
+		// A legacy session is otherwise only renegotiated when the server
+		// forgot it (404): a plain 400 there is an answer, not an era change.
+		if err == nil && msg.Error != nil && msg.Error.Code == jsonrpc.CodeUnsupportedVersion && supports(msg.Error.Data, mcp.Version) != s.Modern {
 			err = errEraChanged
 		}
-		if err == nil && s.Modern && msg.Error != nil && msg.Error.Code == jsonrpc.CodeUnsupportedVersion && !supports(msg.Error.Data, mcp.Version) {
-			err = errEraChanged
-		}
-		if errors.Is(err, errSessionGone) || errors.Is(err, errEraChanged) || eraSuspect(err) && ctx.Err() == nil {
+		if errors.Is(err, errSessionGone) || errors.Is(err, errEraChanged) || s.Modern && eraSuspect(err) && ctx.Err() == nil {
 			u.log.Info("upstream session no longer valid; negotiating again", "reason", err)
 			u.forget(s)
+			if !errors.Is(err, errSessionGone) {
+				u.endSession(s)
+			}
 			lastErr = err
 			continue
 		}
@@ -416,6 +421,20 @@ func (u *Upstream) StartWatching() {
 	go func() {
 		defer close(u.watchDone)
 		u.watchLoop(ctx)
+	}()
+}
+
+// endSession tells a legacy HTTP server, in the background, that a session
+// Manifold stopped using is over, so sessions are not left behind.
+func (u *Upstream) endSession(s *session) {
+	hc, ok := u.conn.(*httpConn)
+	if !ok || s.id == "" {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hc.deleteSession(ctx, s.id)
 	}()
 }
 
