@@ -34,7 +34,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -382,7 +381,3 @@ func (c *Cache) Close() error {
 	}
 	return nil
 }
-
-// Fingerprint is the credential fingerprint of a caller's headers, for
-// logging which context an entry belongs to without logging a credential.
-func (c *Cache) Fingerprint(h http.Header) string { return c.fp.of(h) }

@@ -366,9 +366,6 @@ func (h *Hub) Close(ctx context.Context) error {
 	}
 }
 
-// Open is the number of downstream streams open.
-func (h *Hub) Open() int { return int(h.open.Load()) }
-
 // The messages, built by hand: the fan-out encodes one per watcher.
 
 func notification(method string, id json.RawMessage, extra string) []byte {

@@ -199,12 +199,3 @@ func Notification(method string, params any) ([]byte, error) {
 	}
 	return json.Marshal(&Message{JSONRPC: Version, Method: method, Params: p})
 }
-
-// Request encodes a request.
-func Request(id json.RawMessage, method string, params any) ([]byte, error) {
-	p, err := json.Marshal(params)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s params: %w", method, err)
-	}
-	return json.Marshal(&Message{JSONRPC: Version, ID: id, Method: method, Params: p})
-}

@@ -379,20 +379,6 @@ func (s *session) exchangeFor(raw []byte) *exchange {
 	return &exchange{msg: m, version: s.Version, session: s.id, gen: s.gen}
 }
 
-// Notify sends a notification to the server on the current session, if any.
-// It is used for notifications/cancelled and subscription management.
-func (u *Upstream) Notify(ctx context.Context, method string, params any) error {
-	s, err := u.session(ctx)
-	if err != nil {
-		return err
-	}
-	raw, err := jsonrpc.Notification(method, params)
-	if err != nil {
-		return err
-	}
-	return u.conn.send(ctx, s.exchangeFor(raw))
-}
-
 // onServerMessage handles what the server sends outside any call: requests
 // it makes of us (ping) and notifications for the hub.
 func (u *Upstream) onServerMessage(msg *jsonrpc.Message) *jsonrpc.Message {
