@@ -1,6 +1,9 @@
 package config
 
 import (
+	"os"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +78,33 @@ func TestByteSize(t *testing.T) {
 	}
 	if cfg.MaxRequestBytes != 512<<10 || cfg.Upstreams[0].MaxResponseBytes != 2e6 {
 		t.Errorf("sizes: %d %d", cfg.MaxRequestBytes, cfg.Upstreams[0].MaxResponseBytes)
+	}
+}
+
+// config.example.yaml documents every key (as a setting or in a comment),
+// and parses as it stands.
+func TestExampleDocumentsEveryKey(t *testing.T) {
+	text, err := os.ReadFile("../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(reflect.Type, string)
+	walk = func(tp reflect.Type, path string) {
+		for tp.Kind() == reflect.Pointer || tp.Kind() == reflect.Slice || tp.Kind() == reflect.Map {
+			tp = tp.Elem()
+		}
+		if tp.Kind() != reflect.Struct || tp == reflect.TypeFor[time.Duration]() {
+			return
+		}
+		for name, ft := range yamlFields(tp) {
+			if !regexp.MustCompile(`(?m)^[\s#-]*` + regexp.QuoteMeta(name) + `:`).Match(text) {
+				t.Errorf("config.example.yaml does not mention %s%s", path, name)
+			}
+			walk(ft, path+name+".")
+		}
+	}
+	walk(typeOfConfig, "")
+	if _, problems := Parse(text, env(nil)); len(problems) > 0 {
+		t.Errorf("config.example.yaml: %v", problems)
 	}
 }
