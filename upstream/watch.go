@@ -184,7 +184,17 @@ func (u *Upstream) watchLoop(ctx context.Context) {
 		u.w.mu.Lock()
 		u.w.dropped = true
 		u.w.mu.Unlock()
-		u.log.Warn("upstream watch down; retrying", "err", err, "in", delay)
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
+			// It declared what it cannot deliver: nothing to watch there,
+			// but it may be upgraded, so look again now and then.
+			if delay < watchMax {
+				u.log.Info("upstream does not serve subscriptions/listen; its changes cannot be watched", "err", err)
+			}
+			delay = watchMax
+		} else {
+			u.log.Warn("upstream watch down; retrying", "err", err, "in", delay)
+		}
 		select {
 		case <-time.After(rand.N(delay) + delay/2):
 		case <-ctx.Done():
