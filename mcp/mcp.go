@@ -41,6 +41,25 @@ func Cacheable(method string) bool {
 	return false
 }
 
+// Items names, for a method whose result is a list of items, the member
+// that holds them and the member that identifies each item (the one a
+// namespace rewrites, a merge keeps unique).
+func Items(method string) (list, id string, ok bool) {
+	switch method {
+	case MethodResourcesList:
+		return "resources", "uri", true
+	case MethodTemplatesList:
+		return "resourceTemplates", "uriTemplate", true
+	case MethodResourcesRead:
+		return "contents", "uri", true
+	case MethodToolsList:
+		return "tools", "name", true
+	case MethodPromptsList:
+		return "prompts", "name", true
+	}
+	return "", "", false
+}
+
 // Methods.
 const (
 	MethodDiscover         = "server/discover"

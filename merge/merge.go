@@ -63,22 +63,6 @@ type Merger struct {
 	Observe func(upstream, method string, items []jsonrpc.Object)
 }
 
-// itemsField names the list member of each list method's result, and the
-// member that identifies an item.
-func itemsField(method string) (list, id string, ok bool) {
-	switch method {
-	case mcp.MethodResourcesList:
-		return "resources", "uri", true
-	case mcp.MethodTemplatesList:
-		return "resourceTemplates", "uriTemplate", true
-	case mcp.MethodToolsList:
-		return "tools", "name", true
-	case mcp.MethodPromptsList:
-		return "prompts", "name", true
-	}
-	return "", "", false
-}
-
 // UpstreamCursorError is a stale cursor refused by the upstream itself: the
 // pages that led to it (and any cached copy of them) are out of date.
 type UpstreamCursorError struct{ Upstream string }
@@ -116,8 +100,8 @@ func (m *Merger) List(ctx context.Context, req *mcp.Request) (*Result, error) {
 	if _, err := req.Params.Get("cursor", &cursor); err != nil {
 		return nil, ErrBadCursor
 	}
-	listField, idField, ok := itemsField(method)
-	if !ok {
+	listField, idField, ok := mcp.Items(method)
+	if !ok || method == mcp.MethodResourcesRead {
 		return nil, fmt.Errorf("merge: %s is not a list method", method)
 	}
 	pending := make(map[string]string, len(m.Upstreams))

@@ -59,15 +59,8 @@ func (n Namespace) Result(upstream, method string, result json.RawMessage) (json
 	if !n.Prefix {
 		return result, nil
 	}
-	var list, field string
-	switch method {
-	case mcp.MethodResourcesList:
-		list, field = "resources", "uri"
-	case mcp.MethodTemplatesList:
-		list, field = "resourceTemplates", "uriTemplate"
-	case mcp.MethodResourcesRead:
-		list, field = "contents", "uri"
-	default:
+	list, field, ok := mcp.Items(method)
+	if !ok || field == "name" { // names are not URIs: tools and prompts keep theirs
 		return result, nil
 	}
 	obj, err := jsonrpc.ParseObject(result)

@@ -131,10 +131,7 @@ func (r *Router) list(ctx context.Context, req *mcp.Request) (json.RawMessage, e
 	case err != nil:
 		return nil, err
 	}
-	field := "resources"
-	if req.Method == mcp.MethodTemplatesList {
-		field = "resourceTemplates"
-	}
+	field, _, _ := mcp.Items(req.Method)
 	out := jsonrpc.Object{"_meta": r.meta}
 	if err := out.Set(field, res.Items); err != nil {
 		return nil, err
