@@ -192,29 +192,35 @@ func (c *httpConn) readJSON(resp *http.Response, ex *exchange) (*jsonrpc.Message
 // readStream reads an SSE response until the response to ex arrives,
 // handing notifications to ex.notify and answering server requests.
 func (c *httpConn) readStream(ctx context.Context, body io.Reader, ex *exchange) (*jsonrpc.Message, error) {
-	r := sse.NewReader(body, int(c.limit))
-	for {
-		ev, err := r.Next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil, errors.New("stream ended before the response")
-			}
-			return nil, fmt.Errorf("read stream: %w", err)
-		}
-		m, rpcErr := jsonrpc.Decode(ev.Data)
-		if rpcErr != nil {
-			return nil, fmt.Errorf("stream event: %w", rpcErr)
-		}
+	var resp *jsonrpc.Message
+	err := c.events(ctx, body, func(m *jsonrpc.Message) error {
 		switch {
 		case m.IsResponse() && bytes.Equal(m.ID, ex.msg.ID):
-			return m, nil
+			resp = m
+			return errStreamDone
 		case m.IsNotification() && ex.notify != nil && requestScoped(m.Method):
 			ex.notify(m)
 		default:
-			if answer := c.onMsg(m); answer != nil {
-				go c.answer(context.WithoutCancel(ctx), ex, answer)
-			}
+			c.serverMessage(ctx, ex, m)
 		}
+		return nil
+	})
+	if resp != nil {
+		return resp, nil
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return nil, fmt.Errorf("stream ended before the response: %w", err)
+}
+
+var errStreamDone = errors.New("response received")
+
+// serverMessage hands what the server sent outside the exchange to onMsg,
+// and sends back the answer, if any, on the same session.
+func (c *httpConn) serverMessage(ctx context.Context, ex *exchange, m *jsonrpc.Message) {
+	if answer := c.onMsg(m); answer != nil {
+		go c.answer(context.WithoutCancel(ctx), ex, answer)
 	}
 }
 
@@ -319,8 +325,8 @@ func (c *httpConn) listen(ctx context.Context, ex *exchange, deliver func(*jsonr
 		}
 		if m.IsNotification() {
 			deliver(m)
-		} else if answer := c.onMsg(m); answer != nil {
-			go c.answer(context.WithoutCancel(ctx), ex, answer)
+		} else {
+			c.serverMessage(ctx, ex, m)
 		}
 		return nil
 	})
@@ -357,9 +363,7 @@ func (c *httpConn) stream(ctx context.Context, s *session) error {
 	}
 	ex := &exchange{version: s.Version, session: s.id}
 	return c.events(ctx, resp.Body, func(m *jsonrpc.Message) error {
-		if answer := c.onMsg(m); answer != nil {
-			go c.answer(context.WithoutCancel(ctx), ex, answer)
-		}
+		c.serverMessage(ctx, ex, m)
 		return nil
 	})
 }
