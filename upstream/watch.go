@@ -247,7 +247,12 @@ func (u *Upstream) openListen(ctx context.Context, s *session, f mcp.Subscriptio
 	}
 	go func() {
 		defer close(ls.done)
-		params, err := u.params(s, &mcp.Request{Method: mcp.MethodSubscriptions, Params: jsonrpc.Object{"notifications": mustJSON(f)}})
+		p := jsonrpc.Object{}
+		err := p.Set("notifications", f)
+		var params json.RawMessage
+		if err == nil {
+			params, err = u.params(s, &mcp.Request{Method: mcp.MethodSubscriptions, Params: p})
+		}
 		if err != nil {
 			ls.err = err
 			return
@@ -258,14 +263,6 @@ func (u *Upstream) openListen(ctx context.Context, s *session, f mcp.Subscriptio
 		}, deliver)
 	}()
 	return ls
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
 }
 
 // await waits for the stream's acknowledgment.
