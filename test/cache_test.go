@@ -116,6 +116,14 @@ func readAs(t testing.TB, url, uri, token string) (text string, ttl int64, scope
 	return rr.Contents[0].Text, *rr.TTLms, rr.CacheScope
 }
 
+// hintedProxy is a hintedServer behind a Manifold started with extra
+// configuration (which ends in a newline).
+func hintedProxy(t testing.TB, extra string) (*hintedServer, *httpUpstream, *proxy) {
+	h := newHintedServer()
+	up := modernSDK(t, h.Server)
+	return h, up, cachedProxy(t, up.URL, extra)
+}
+
 func cachedProxy(t testing.TB, upURL string, extra string) *proxy {
 	return startProxy(t, extra+"upstreams:"+httpUpstreamYAML("h", upURL, "forward_headers: [Authorization]"))
 }
@@ -124,9 +132,7 @@ func cachedProxy(t testing.TB, upURL string, extra string) *proxy {
 // upstream call, a read after expiry costs one, concurrent cold reads cost
 // one, and the ttlMs handed out counts down and is never negative.
 func TestCacheUpstreamCalls(t *testing.T) {
-	h := newHintedServer()
-	up := modernSDK(t, h.Server)
-	p := cachedProxy(t, up.URL, "")
+	h, _, p := hintedProxy(t, "")
 
 	first, ttl1, scope := readAs(t, p.URL, "h+test://pub/1", "")
 	second, ttl2, _ := readAs(t, p.URL, "h+test://pub/1", "")
@@ -189,9 +195,7 @@ func TestCacheUpstreamCalls(t *testing.T) {
 // A private entry of token A is never served to token B: B costs a call of
 // its own and gets its own answer, and A's entry stays A's.
 func TestCachePrivatePerCredential(t *testing.T) {
-	h := newHintedServer()
-	up := modernSDK(t, h.Server)
-	p := cachedProxy(t, up.URL, "")
+	h, _, p := hintedProxy(t, "")
 	a1, _, scope := readAs(t, p.URL, "h+test://priv/1", "token-A")
 	b1, _, _ := readAs(t, p.URL, "h+test://priv/1", "token-B")
 	a2, _, _ := readAs(t, p.URL, "h+test://priv/1", "token-A")
@@ -217,9 +221,7 @@ func TestCachePrivatePerCredential(t *testing.T) {
 // Stale-if-error: when the upstream dies after an entry went stale, the
 // stale entry is served with ttlMs 0 for stale_if_error, then no longer.
 func TestCacheStaleIfError(t *testing.T) {
-	h := newHintedServer()
-	up := modernSDK(t, h.Server)
-	p := cachedProxy(t, up.URL, "cache: {stale_if_error: 2s}\n")
+	_, up, p := hintedProxy(t, "cache: {stale_if_error: 2s}\n")
 	fresh, _, _ := readAs(t, p.URL, "h+test://short", "")
 	filled := time.Now()
 	time.Sleep(1600 * time.Millisecond) // past the 1.5 s freshness
@@ -287,9 +289,7 @@ func TestCacheTwoReplicasShareRedis(t *testing.T) {
 // Upstream calls made for concurrent identical cold reads, for any number of
 // readers sharing a credential.
 func TestCacheCollapsesManyReaders(t *testing.T) {
-	h := newHintedServer()
-	up := modernSDK(t, h.Server)
-	p := cachedProxy(t, up.URL, "")
+	h, _, p := hintedProxy(t, "")
 	var wg sync.WaitGroup
 	var failed atomic.Int32
 	for i := 0; i < 500; i++ {

@@ -43,9 +43,7 @@ func TestLeak01PrivateNeverCrossesCredentials(t *testing.T) {
 // Case 2: a private answer is never stored under a public key; a missing,
 // unknown or mis-cased cacheScope is private.
 func TestLeak02UnclearScopeIsPrivate(t *testing.T) {
-	h := newHintedServer()
-	up := modernSDK(t, h.Server)
-	p := cachedProxy(t, up.URL, "")
+	h, _, p := hintedProxy(t, "")
 	_, _, scope := readAs(t, p.URL, "h+test://Public", "token-A")
 	text, _, _ := readAs(t, p.URL, "h+test://Public", "token-B")
 	if scope != "private" || !strings.Contains(text, "token-B") || h.count("test://Public") != 2 {
@@ -69,9 +67,7 @@ func TestLeak02UnclearScopeIsPrivate(t *testing.T) {
 // Case 3: collapsed concurrent misses never hand a private answer to a waiter
 // with another credential, although the scope is only learned from the answer.
 func TestLeak03CollapsingRespectsCredentials(t *testing.T) {
-	h := newHintedServer()
-	up := modernSDK(t, h.Server)
-	p := cachedProxy(t, up.URL, "")
+	h, _, p := hintedProxy(t, "")
 	tokens := []string{"token-A", "token-B", "token-C", "token-D"}
 	var wg sync.WaitGroup
 	var leaks atomic.Int32
@@ -98,9 +94,7 @@ func TestLeak03CollapsingRespectsCredentials(t *testing.T) {
 // caller is authenticated: a rejected caller gets nothing, public entries
 // included.
 func TestLeak04AuthBeforeCache(t *testing.T) {
-	h := newHintedServer()
-	up := modernSDK(t, h.Server)
-	p := cachedProxy(t, up.URL, "auth: {bearer_tokens: [good-token-0123456789]}\n")
+	h, _, p := hintedProxy(t, "auth: {bearer_tokens: [good-token-0123456789]}\n")
 	text, _, _ := readAs(t, p.URL, "h+test://pub/1", "good-token-0123456789")
 	for _, tok := range []string{"", "wrong-token", "good-token-012345678", "good-token-01234567890"} {
 		hd := headers("resources/read", "h+test://pub/1")
@@ -134,9 +128,7 @@ func TestLeak05NoHitsAcrossUpstreams(t *testing.T) {
 // Case 6: canonical keys: the same params in another key order or spacing
 // hit; a different uri or cursor misses.
 func TestLeak06CanonicalKeys(t *testing.T) {
-	h := newHintedServer()
-	up := modernSDK(t, h.Server)
-	p := cachedProxy(t, up.URL, "")
+	h, _, p := hintedProxy(t, "")
 	hd := headers("resources/read", "h+test://pub/6")
 	bodies := []string{
 		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"h+test://pub/6",` + metaOK + `}}`,
@@ -254,9 +246,7 @@ func TestLeak08NeverStored(t *testing.T) {
 // Case 9: every reply carries its own request's id, and no request-scoped
 // _meta of another request is replayed.
 func TestLeak09RepliesAreTheirOwn(t *testing.T) {
-	h := newHintedServer()
-	up := modernSDK(t, h.Server)
-	p := cachedProxy(t, up.URL, "")
+	h, _, p := hintedProxy(t, "")
 	send := func(id int, trace string) *rawResponse {
 		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"traceparent":"` + trace + `"}`
 		return post(t, p.URL, headers("resources/read", "h+test://trace"), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"resources/read","params":{"uri":"h+test://trace",%s}}`, id, meta))
@@ -278,9 +268,7 @@ func TestLeak09RepliesAreTheirOwn(t *testing.T) {
 // relax the scope.
 func TestLeak10DegradedPathsKeepScope(t *testing.T) {
 	rs := redistest.Start(t)
-	h := newHintedServer()
-	up := modernSDK(t, h.Server)
-	p := cachedProxy(t, up.URL, fmt.Sprintf("cache: {secret: leak-secret-0123456789, stale_if_error: 1m, redis: {url: %q, breaker_failures: 1}}\n", rs.URL()))
+	_, up, p := hintedProxy(t, fmt.Sprintf("cache: {secret: leak-secret-0123456789, stale_if_error: 1m, redis: {url: %q, breaker_failures: 1}}\n", rs.URL()))
 	readAs(t, p.URL, "h+test://priv/10", "token-A")
 	rs.Stop()
 	if text, _, _ := readAs(t, p.URL, "h+test://priv/10", "token-B"); !strings.Contains(text, "token-B") {
