@@ -468,3 +468,31 @@ func TestCollapsedWaiterGetsNoForeignMeta(t *testing.T) {
 		t.Errorf("calls %d", calls.Load())
 	}
 }
+
+// A slow Redis (here, one that stops answering for 1.5 s) costs a request
+// little more than a miss: commands time out, the breaker opens, and every
+// request is answered from memory or the upstream, without error.
+func TestSlowRedisCostsLittle(t *testing.T) {
+	rs := redistest.Start(t)
+	cfg := testConfig(rs.URL())
+	cfg.Redis.Timeout = 50 * time.Millisecond
+	c := newCache(t, cfg, nil)
+	up := &upstream{ttlMs: 60_000, scope: "public"}
+	go func() { _ = rs.Client().Do(context.Background(), "DEBUG", "SLEEP", "1.5").Err() }()
+	time.Sleep(100 * time.Millisecond) // the server is asleep
+	var slowest time.Duration
+	for i := 0; i < 20; i++ {
+		r := read(fmt.Sprintf("test://slow/%d", i), "")
+		start := time.Now()
+		if _, err := c.Get(context.Background(), r, up.fill(r)); err != nil {
+			t.Fatalf("Get with Redis asleep: %v", err)
+		}
+		slowest = max(slowest, time.Since(start))
+	}
+	if slowest > 500*time.Millisecond {
+		t.Errorf("a request with Redis asleep took %v", slowest)
+	}
+	if !c.shared.brk.Open() {
+		t.Error("the breaker did not open on a Redis that stopped answering")
+	}
+}
