@@ -34,11 +34,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/manifold-mcp/manifold/config"
-	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
 // Request is one upstream call to answer from the cache.
@@ -46,11 +48,12 @@ type Request struct {
 	// Upstream names the server the call goes to.
 	Upstream string
 	// Tag groups entries that one notification invalidates together: the
-	// resource URI of a read, TagLists for an upstream's resource lists.
+	// resource URI of a read, a list tag (mcp.TagResourceLists, ...) for
+	// an upstream's lists.
 	Tag string
-	// Era changes when the upstream starts speaking another protocol
-	// revision: an answer translated from another era is another entry.
-	Era uint64
+	// EraChanges counts the upstream's changes of protocol revision: an
+	// answer translated from another era is another entry.
+	EraChanges uint64
 	// Req is the request as it goes upstream (params in the upstream's own
 	// view).
 	Req *mcp.Request
@@ -58,14 +61,6 @@ type Request struct {
 	// can change its answer, so they are part of the key.
 	Forwarded []string
 }
-
-// Tags for lists, by what invalidates them.
-const (
-	TagResourceLists = "lists:resources" // resources/list and resources/templates/list
-	TagToolLists     = "lists:tools"
-	TagPromptLists   = "lists:prompts"
-	TagDiscover      = "discover"
-)
 
 // Fill produces the answer to a miss: the result as the caller must see it,
 // or an error (never cached). An error that wraps ErrUnreachable means the
@@ -77,10 +72,49 @@ type Fill func(ctx context.Context) (json.RawMessage, error)
 // that answered, even with 401 or 403, was reachable: its answer stands.
 var ErrUnreachable = errors.New("upstream unreachable")
 
+// Options configure a Cache.
+type Options struct {
+	// MemoryBytes bounds the in-process tier; 0 turns it off.
+	MemoryBytes int64
+	// Redis, if set, is the tier shared by every replica.
+	Redis *RedisOptions
+	// Secret keys the credential fingerprints of private entries; replicas
+	// sharing Redis must share it. Empty means a random one.
+	Secret []byte
+	// CredentialHeaders make up a caller's authorization context.
+	CredentialHeaders []string
+	// MaxEntryBytes bounds one stored result; larger ones are not stored.
+	MaxEntryBytes int
+	// MaxTTL caps the freshness an upstream's ttlMs can give an entry.
+	MaxTTL time.Duration
+	// StaleIfError is how long past its freshness an entry may stand in
+	// for an unreachable upstream.
+	StaleIfError time.Duration
+	Logger       *slog.Logger
+	// Clock tells the time; nil is time.Now. Only the memory tier's
+	// freshness reads it: Redis counts with its own clock.
+	Clock func() time.Time
+}
+
+// RedisOptions configure the shared tier.
+type RedisOptions struct {
+	// Client addresses the server, Cluster or Sentinel; the tier sets its
+	// timeouts and retries from Timeout.
+	Client redis.UniversalOptions
+	// Prefix starts every key and the invalidation channel.
+	Prefix string
+	// Timeout bounds each command.
+	Timeout time.Duration
+	// BreakerFailures consecutive failures stop use of Redis for
+	// BreakerCooldown.
+	BreakerFailures int
+	BreakerCooldown time.Duration
+}
+
 // Cache is safe for concurrent use.
 type Cache struct {
-	mem      memory // nil when the memory tier is off
-	shared   *shared
+	mem      memory     // nil when the memory tier is off
+	redis    *redisTier // nil when there is no shared tier
 	gens     generations
 	fp       *fingerprinter
 	flight   flight
@@ -90,221 +124,271 @@ type Cache struct {
 	grace    time.Duration
 	log      *slog.Logger
 
-	stats     map[string]*counters
-	other     counters // requests for an upstream not named at construction
+	stats     sync.Map // upstream name → *counters
 	evictions atomic.Uint64
 	stop      context.CancelFunc
 	done      chan struct{}
 }
 
 type counters struct {
-	memHits, sharedHits, misses, fills, stale, coalesced, bypassed, invalidations atomic.Uint64
+	memHits, redisHits, misses, fills, stale, coalesced, bypassed, invalidations atomic.Uint64
 }
 
-// New builds a cache for the named upstreams. With Redis configured it
-// subscribes to the invalidation channel at once.
-func New(cfg config.Cache, upstreams []string, log *slog.Logger) (*Cache, error) {
-	if log == nil {
-		log = slog.Default()
+// New builds a cache. With Redis configured it subscribes to the
+// invalidation channel at once.
+func New(o Options) (*Cache, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
-	secret := []byte(cfg.Secret)
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	secret := o.Secret
 	if len(secret) == 0 {
 		secret = make([]byte, 32)
 		_, _ = rand.Read(secret)
 	}
 	c := &Cache{
-		fp:       newFingerprinter(secret, cfg.CredentialHeaders),
-		now:      time.Now,
-		maxEntry: int(cfg.MaxEntryBytes),
-		maxTTL:   cfg.MaxTTL,
-		grace:    *cfg.StaleIfError,
-		log:      log,
-		stats:    map[string]*counters{},
+		fp:       newFingerprinter(secret, o.CredentialHeaders),
+		now:      o.Clock,
+		maxEntry: o.MaxEntryBytes,
+		maxTTL:   o.MaxTTL,
+		grace:    o.StaleIfError,
+		log:      o.Logger,
 		done:     make(chan struct{}),
 	}
-	for _, u := range upstreams {
-		c.stats[u] = &counters{}
-	}
-	if n := int64(*cfg.Memory.MaxBytes); n > 0 {
-		m, err := newRistretto(n, &c.evictions)
+	if o.MemoryBytes > 0 {
+		m, err := newRistretto(o.MemoryBytes, &c.evictions)
 		if err != nil {
 			return nil, fmt.Errorf("cache memory tier: %w", err)
 		}
 		c.mem = m
 	}
+	if o.Redis == nil {
+		close(c.done)
+		return c, nil
+	}
+	origin := make([]byte, 8)
+	_, _ = rand.Read(origin)
+	c.redis = newRedisTier(*o.Redis, c.maxTTL+c.grace+time.Minute, o.Logger, hex.EncodeToString(origin))
 	ctx, stop := context.WithCancel(context.Background())
 	c.stop = stop
-	if cfg.Redis.Enabled() {
-		origin := make([]byte, 8)
-		_, _ = rand.Read(origin)
-		s, err := newShared(cfg, c.maxTTL+c.grace+time.Minute, log, hex.EncodeToString(origin))
-		if err != nil {
-			return nil, err
-		}
-		c.shared = s
-		go func() {
-			defer close(c.done)
-			s.listen(ctx, c.applyRemote, c.flushMemory)
-		}()
-	} else {
-		close(c.done)
-	}
+	go func() {
+		defer close(c.done)
+		c.redis.listen(ctx, c.applyRemote, c.flushMemory)
+	}()
 	return c, nil
 }
 
+// counters returns an upstream's counters. Upstream names come from the
+// configuration, never from callers, so the map stays small.
 func (c *Cache) counters(upstream string) *counters {
-	if s := c.stats[upstream]; s != nil {
-		return s
+	if s, ok := c.stats.Load(upstream); ok {
+		return s.(*counters)
 	}
-	return &c.other
+	s, _ := c.stats.LoadOrStore(upstream, &counters{})
+	return s.(*counters)
 }
+
+// lookup is the state of one request's way through the tiers.
+type lookup struct {
+	r    Request
+	st   *counters
+	fp   string    // the caller's credential fingerprint
+	dig  string    // the digest of everything else that keys the answer
+	gid  string    // the generation id of the request's tag
+	th   string    // the tag's hash
+	keys [2]string // the private candidate, then the public one
+	// memGen and redisGen are the generations in force when the lookup
+	// began; what a fill stores is valid under them only.
+	memGen, redisGen generation
+	redisOK          bool
+	stale            *entry // the best stale candidate seen, for stale-if-error
+}
+
+var scopes = [2]string{mcp.ScopePrivate, mcp.ScopePublic}
 
 // Get answers r from the cache, or from fill on a miss.
 func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage, error) {
 	st := c.counters(r.Upstream)
-	if !cacheable(r.Req) || (c.mem == nil && c.shared == nil) {
+	if !cacheable(r.Req) || (c.mem == nil && c.redis == nil) {
 		st.bypassed.Add(1)
 		return fill(ctx)
 	}
-	dig, err := digest(r.Era, r.Req.Method, r.Req.Params, r.Req.Meta, r.Req.Header, r.Forwarded, c.fp.set)
+	l, err := c.newLookup(r, st)
 	if err != nil {
 		st.bypassed.Add(1)
 		return fill(ctx)
 	}
-	fp := c.fp.of(r.Req.Header)
-	th := tagHash(r.Tag)
-	gid := r.Upstream + "\x00" + th
-	prefix := ""
-	if c.shared != nil {
-		prefix = c.shared.prefix
-	}
-	keys := [2]string{
-		entryKey(prefix, r.Upstream, th, mcp.ScopePrivate, fp, r.Req.Method, dig),
-		entryKey(prefix, r.Upstream, th, mcp.ScopePublic, "", r.Req.Method, dig),
-	}
-	scopes := [2]string{mcp.ScopePrivate, mcp.ScopePublic}
-	fps := [2]string{fp, ""}
 	now := c.now()
-	localGen := generation{Tag: c.gens.get(gid), Upstream: c.gens.get(r.Upstream)}
-	if c.mem != nil {
-		// The memory epoch too is taken before the lookup: a flush during
-		// the fill must leave what it stores unreachable.
-		localGen.Epoch = c.mem.epoch()
+	if res, ok := c.fromMemory(l, now); ok {
+		return res, nil
 	}
-
-	var stale *entry
-	if c.mem != nil {
-		for i, k := range keys {
-			e, ok := c.mem.get(k)
-			if !ok || e.gen != localGen || e.scope != scopes[i] || e.fp != fps[i] {
-				continue
-			}
-			if now.Before(e.expires) {
-				st.memHits.Add(1)
-				return e.result(now), nil
-			}
-			if stale == nil && now.Before(e.staleUntil) {
-				stale = e
-			}
-		}
+	if res, ok := c.fromRedis(ctx, l, now); ok {
+		return res, nil
 	}
-
-	var sharedGen generation
-	sharedOK := false
-	if c.shared != nil {
-		hits, gen, ok := c.shared.lookup(ctx, keys[:], r.Upstream, th)
-		sharedOK, sharedGen = ok, gen
-		for i, h := range hits {
-			if h == nil || h.hdr.Key != keys[i] || h.hdr.Gen != gen || h.hdr.Scope != scopes[i] || h.hdr.FP != fps[i] {
-				continue
-			}
-			grace := time.Duration(h.hdr.GraceMs) * time.Millisecond
-			e := &entry{key: keys[i], scope: scopes[i], fp: fps[i], gen: localGen, body: h.body,
-				expires: now.Add(h.pttl - grace), staleUntil: now.Add(h.pttl)}
-			if h.pttl > grace {
-				st.sharedHits.Add(1)
-				if c.mem != nil {
-					c.mem.set(keys[i], e, h.pttl)
-				}
-				return e.result(now), nil
-			}
-			if stale == nil {
-				stale = e
-			}
-		}
-	}
-
 	st.misses.Add(1)
-	fillFor := func(fctx context.Context) outcome {
-		st.fills.Add(1)
-		return c.fill(fctx, fill, keys, fp, localGen, sharedGen, sharedOK)
-	}
-	// A read that starts after an invalidation must not join a fill that
-	// started before it: the generations are part of the flight's key.
-	flightKey := fmt.Sprintf("%s\x00%s\x00%s\x00%v\x00%v", gid, r.Req.Method, dig, localGen, sharedGen)
-	o, collapsed, err := c.flight.do(ctx, flightKey, fillFor)
+	o, err := c.fillOnce(ctx, l, fill)
 	if err != nil {
 		return nil, err
 	}
-	if collapsed {
-		st.coalesced.Add(1)
-		// Only a public answer crosses credentials. A private answer, or an
-		// error (it may say something about the caller), filled for another
-		// credential is not ours: fill again, collapsing only with callers
-		// of our own credential.
-		if o.fp != fp && (o.err != nil || o.scope != mcp.ScopePublic) {
-			o, _, err = c.flight.do(ctx, flightKey+"\x00"+fp, fillFor)
-			if err != nil {
-				return nil, err
-			}
-		}
-	}
-	if collapsed && o.shared != nil {
-		// Another caller's fill: what belonged to that request (its trace
-		// context, its progress token) is not ours.
-		o.result = o.shared
-	}
 	if o.err != nil {
-		if stale != nil && errors.Is(o.err, ErrUnreachable) {
-			st.stale.Add(1)
-			c.log.Warn("upstream unreachable; serving a stale entry", "upstream", r.Upstream, "method", r.Req.Method, "err", o.err)
-			return splice(stale.body, 0, stale.scope), nil
-		}
-		return nil, o.err
+		return c.serveStale(l, o.err)
 	}
 	return o.result, nil
 }
 
+func (c *Cache) newLookup(r Request, st *counters) (*lookup, error) {
+	dig, err := digest(r.EraChanges, r.Req.Method, r.Req.Params, r.Req.Meta, r.Req.Header, r.Forwarded, c.fp.set)
+	if err != nil {
+		return nil, err
+	}
+	l := &lookup{r: r, st: st, fp: c.fp.of(r.Req.Header), dig: dig, th: tagHash(r.Tag)}
+	l.gid = r.Upstream + "\x00" + l.th
+	prefix := ""
+	if c.redis != nil {
+		prefix = c.redis.prefix
+	}
+	l.keys = [2]string{
+		entryKey(prefix, r.Upstream, l.th, mcp.ScopePrivate, l.fp, r.Req.Method, dig),
+		entryKey(prefix, r.Upstream, l.th, mcp.ScopePublic, "", r.Req.Method, dig),
+	}
+	l.memGen = generation{Tag: c.gens.get(l.gid), Upstream: c.gens.get(r.Upstream)}
+	if c.mem != nil {
+		// The memory epoch too is taken before the lookup: a flush during
+		// the fill must leave what it stores unreachable.
+		l.memGen.Epoch = c.mem.epoch()
+	}
+	return l, nil
+}
+
+// fromMemory serves a fresh memory entry of the caller's own credential or
+// a public one, and remembers a stale one.
+func (c *Cache) fromMemory(l *lookup, now time.Time) (json.RawMessage, bool) {
+	if c.mem == nil {
+		return nil, false
+	}
+	fps := [2]string{l.fp, ""}
+	for i, k := range l.keys {
+		e, ok := c.mem.get(k)
+		if !ok || e.gen != l.memGen || e.scope != scopes[i] || e.fp != fps[i] {
+			continue
+		}
+		if now.Before(e.expires) {
+			l.st.memHits.Add(1)
+			return e.result(now), true
+		}
+		if l.stale == nil && now.Before(e.staleUntil) {
+			l.stale = e
+		}
+	}
+	return nil, false
+}
+
+// fromRedis serves a fresh Redis entry, keeping it in memory too, and
+// learns the Redis generation a fill must store under.
+func (c *Cache) fromRedis(ctx context.Context, l *lookup, now time.Time) (json.RawMessage, bool) {
+	if c.redis == nil {
+		return nil, false
+	}
+	hits, gen, ok := c.redis.lookup(ctx, l.keys[:], l.r.Upstream, l.th)
+	l.redisOK, l.redisGen = ok, gen
+	fps := [2]string{l.fp, ""}
+	for i, h := range hits {
+		if h == nil || h.hdr.Key != l.keys[i] || h.hdr.Gen != gen || h.hdr.Scope != scopes[i] || h.hdr.FP != fps[i] {
+			continue
+		}
+		grace := time.Duration(h.hdr.GraceMs) * time.Millisecond
+		e := &entry{key: l.keys[i], scope: scopes[i], fp: fps[i], gen: l.memGen, body: h.body,
+			expires: now.Add(h.pttl - grace), staleUntil: now.Add(h.pttl)}
+		if h.pttl > grace {
+			l.st.redisHits.Add(1)
+			if c.mem != nil {
+				c.mem.set(l.keys[i], e, h.pttl)
+			}
+			return e.result(now), true
+		}
+		if l.stale == nil {
+			l.stale = e
+		}
+	}
+	return nil, false
+}
+
+// fillOnce runs the fill, collapsing concurrent misses of one key into one
+// upstream call, and makes sure what a waiter gets was its to get.
+func (c *Cache) fillOnce(ctx context.Context, l *lookup, fill Fill) (outcome, error) {
+	run := func(fctx context.Context) outcome {
+		l.st.fills.Add(1)
+		return c.fill(fctx, fill, l)
+	}
+	// A read that starts after an invalidation must not join a fill that
+	// started before it: the generations are part of the flight's key.
+	key := fmt.Sprintf("%s\x00%s\x00%s\x00%v\x00%v", l.gid, l.r.Req.Method, l.dig, l.memGen, l.redisGen)
+	o, joined, err := c.flight.do(ctx, key, run)
+	if err != nil || !joined {
+		return o, err
+	}
+	l.st.coalesced.Add(1)
+	// Only a public answer crosses credentials. A private answer, or an
+	// error (it may say something about the caller), filled for another
+	// credential is not ours: fill again, collapsing only with callers of
+	// our own credential.
+	if o.fp != l.fp && (o.err != nil || o.scope != mcp.ScopePublic) {
+		o, joined, err = c.flight.do(ctx, key+"\x00"+l.fp, run)
+		if err != nil || !joined {
+			return o, err
+		}
+	}
+	if o.reusable != nil {
+		// Another caller's fill: what belonged to that request (its trace
+		// context, its progress token) is not ours.
+		o.result = o.reusable
+	}
+	return o, nil
+}
+
+// serveStale answers a failed fill with the stale entry the lookup saw, if
+// the upstream could not be reached and there is one.
+func (c *Cache) serveStale(l *lookup, err error) (json.RawMessage, error) {
+	if l.stale == nil || !errors.Is(err, ErrUnreachable) {
+		return nil, err
+	}
+	l.st.stale.Add(1)
+	c.log.Warn("upstream unreachable; serving a stale entry", "upstream", l.r.Upstream, "method", l.r.Req.Method, "err", err)
+	return splice(l.stale.body, 0, l.stale.scope), nil
+}
+
 // fill runs a miss and stores what may be stored.
-func (c *Cache) fill(ctx context.Context, fill Fill, keys [2]string, fp string, localGen, sharedGen generation, sharedOK bool) outcome {
+func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup) outcome {
 	res, err := fill(ctx)
 	if err != nil {
-		return outcome{err: err, fp: fp}
+		return outcome{err: err, fp: l.fp}
 	}
 	h, err := parseHints(res)
 	if err != nil || !h.complete {
 		// input_required, or something that is not a result object:
-		// passed on, never stored, and never shared across credentials.
-		return outcome{result: res, fp: fp}
+		// passed on, never stored, and never handed to another credential.
+		return outcome{result: res, fp: l.fp}
 	}
-	o := outcome{result: res, shared: splice(h.body, h.ttl.Milliseconds(), h.scope), scope: h.scope, fp: fp}
+	o := outcome{result: res, reusable: splice(h.body, h.ttl.Milliseconds(), h.scope), scope: h.scope, fp: l.fp}
 	ttl := min(h.ttl, c.maxTTL)
 	if ttl <= 0 || len(h.body) > c.maxEntry {
 		return o
 	}
-	key, efp := keys[1], ""
+	key, efp := l.keys[1], ""
 	if h.scope == mcp.ScopePrivate {
-		key, efp = keys[0], fp
+		key, efp = l.keys[0], l.fp
 	}
 	now := c.now()
-	e := &entry{key: key, scope: h.scope, fp: efp, gen: localGen, body: h.body, expires: now.Add(ttl), staleUntil: now.Add(ttl + c.grace)}
+	e := &entry{key: key, scope: h.scope, fp: efp, gen: l.memGen, body: h.body, expires: now.Add(ttl), staleUntil: now.Add(ttl + c.grace)}
 	if c.mem != nil {
 		c.mem.set(key, e, ttl+c.grace)
 	}
-	if c.shared != nil && sharedOK {
-		se := *e
-		se.gen = sharedGen
-		c.shared.write(&se, ttl, c.grace)
+	if c.redis != nil && l.redisOK {
+		re := *e
+		re.gen = l.redisGen
+		c.redis.write(&re, ttl, c.grace)
 	}
 	return o
 }
@@ -338,8 +422,8 @@ func (c *Cache) invalidate(ctx context.Context, upstream, th string) {
 	// keep it in memory under the new generation. Raised this way round,
 	// such a read misses in Redis and fills fresh. If Redis cannot be
 	// reached, the shared epoch is raised on the next contact (missed).
-	if c.shared != nil {
-		c.shared.invalidate(ctx, upstream, th)
+	if c.redis != nil {
+		c.redis.invalidate(ctx, upstream, th)
 	}
 	c.raiseLocal(upstream, th)
 	c.counters(upstream).invalidations.Add(1)
@@ -371,13 +455,15 @@ func (c *Cache) flushMemory() {
 
 // Close stops the invalidation listener and releases both tiers.
 func (c *Cache) Close() error {
-	c.stop()
+	if c.stop != nil {
+		c.stop()
+	}
 	<-c.done
 	if c.mem != nil {
 		c.mem.close()
 	}
-	if c.shared != nil {
-		return c.shared.close()
+	if c.redis != nil {
+		return c.redis.close()
 	}
 	return nil
 }

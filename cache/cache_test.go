@@ -15,35 +15,66 @@ import (
 	"testing"
 	"time"
 
-	"github.com/manifold-mcp/manifold/config"
-	"github.com/manifold-mcp/manifold/jsonrpc"
-	"github.com/manifold-mcp/manifold/mcp"
-	"github.com/manifold-mcp/manifold/redistest"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/redistest"
 )
 
-func testConfig(redisURL string) config.Cache {
-	mem := config.ByteSize(8 << 20)
-	grace := 2 * time.Second
-	c := config.Cache{
-		Memory: config.Memory{MaxBytes: &mem}, Secret: "test-secret-0123456789", CredentialHeaders: []string{"Authorization"},
-		MaxEntryBytes: 1 << 20, MaxTTL: time.Hour, StaleIfError: &grace,
-		Redis: config.Redis{URL: redisURL, Prefix: "t:", Timeout: 500 * time.Millisecond, BreakerFailures: 2, BreakerCooldown: 200 * time.Millisecond},
+func testOptions(redisURL string) Options {
+	o := Options{
+		MemoryBytes: 8 << 20, Secret: []byte("test-secret-0123456789"), CredentialHeaders: []string{"Authorization"},
+		MaxEntryBytes: 1 << 20, MaxTTL: time.Hour, StaleIfError: 2 * time.Second,
 	}
-	return c
+	if redisURL != "" {
+		ro, err := redis.ParseURL(redisURL)
+		if err != nil {
+			panic(err)
+		}
+		o.Redis = &RedisOptions{
+			Client: redis.UniversalOptions{Addrs: []string{ro.Addr}},
+			Prefix: "t:", Timeout: 500 * time.Millisecond, BreakerFailures: 2, BreakerCooldown: 200 * time.Millisecond,
+		}
+	}
+	return o
 }
 
-func newCache(t *testing.T, cfg config.Cache, logs io.Writer) *Cache {
+func newCache(t *testing.T, o Options, logs io.Writer) *Cache {
 	t.Helper()
 	if logs == nil {
 		logs = io.Discard
 	}
-	c, err := New(cfg, []string{"up"}, slog.New(slog.NewTextHandler(logs, nil)))
+	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	c, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// clock is a settable time for the memory tier's freshness.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Now()} }
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func (c *Cache) stat(upstream string) *counters { return c.counters(upstream) }
 
 func read(uri, token string) Request {
 	h := http.Header{}
@@ -175,7 +206,7 @@ func TestFingerprintNeverTheToken(t *testing.T) {
 // reaches the other's memory tier; a dropped subscription flushes it.
 func TestReplicasShareRedis(t *testing.T) {
 	rs := redistest.Start(t)
-	a, b := newCache(t, testConfig(rs.URL()), nil), newCache(t, testConfig(rs.URL()), nil)
+	a, b := newCache(t, testOptions(rs.URL()), nil), newCache(t, testOptions(rs.URL()), nil)
 	up := &upstream{ttlMs: 10_000, scope: "public"}
 	r := read("test://x", "")
 	text, _, _ := get(t, a, r, up.fill(r))
@@ -186,12 +217,12 @@ func TestReplicasShareRedis(t *testing.T) {
 	if got != text || up.calls.Load() != 1 {
 		t.Fatalf("replica b read %q (upstream calls %d), want replica a's %q", got, up.calls.Load(), text)
 	}
-	if b.stats["up"].sharedHits.Load() == 0 || ttl > 10_000 || ttl < 8_000 {
-		t.Errorf("b: shared hits %d, ttl %d", b.stats["up"].sharedHits.Load(), ttl)
+	if b.stat("up").redisHits.Load() == 0 || ttl > 10_000 || ttl < 8_000 {
+		t.Errorf("b: shared hits %d, ttl %d", b.stat("up").redisHits.Load(), ttl)
 	}
 	// b now has it in memory too.
 	get(t, b, r, up.fill(r))
-	if b.stats["up"].memHits.Load() == 0 {
+	if b.stat("up").memHits.Load() == 0 {
 		t.Error("an entry read from Redis was not kept in memory")
 	}
 
@@ -209,16 +240,16 @@ func TestReplicasShareRedis(t *testing.T) {
 	// A dropped subscription flushes b's memory tier: its next read comes
 	// from Redis, not from memory.
 	get(t, b, r, up.fill(r))
-	memBefore := b.stats["up"].memHits.Load()
+	memBefore := b.stat("up").memHits.Load()
 	if n, err := rs.Client().ClientKillByFilter(context.Background(), "TYPE", "pubsub").Result(); err != nil || n == 0 {
 		t.Fatalf("CLIENT KILL: %d, %v", n, err)
 	}
 	eventually(t, func() bool {
-		sharedBefore := b.stats["up"].sharedHits.Load()
+		sharedBefore := b.stat("up").redisHits.Load()
 		get(t, b, r, up.fill(r))
-		return b.stats["up"].sharedHits.Load() > sharedBefore
+		return b.stat("up").redisHits.Load() > sharedBefore
 	})
-	if b.stats["up"].memHits.Load() < memBefore {
+	if b.stat("up").memHits.Load() < memBefore {
 		t.Fatal("counters went backwards")
 	}
 }
@@ -239,7 +270,7 @@ func eventually(t *testing.T, f func() bool) {
 // key, scope and fingerprint.
 func TestSharedValueIdentityChecked(t *testing.T) {
 	rs := redistest.Start(t)
-	cfg := testConfig(rs.URL())
+	cfg := testOptions(rs.URL())
 	a := newCache(t, cfg, nil)
 	up := &upstream{ttlMs: 60_000, scope: "private"}
 	ra, rb := read("test://p", "token-A"), read("test://p", "token-B")
@@ -267,7 +298,7 @@ func TestSharedValueIdentityChecked(t *testing.T) {
 // lands unreachable.
 func TestInvalidationBeatsRacingFill(t *testing.T) {
 	rs := redistest.Start(t)
-	c := newCache(t, testConfig(rs.URL()), nil)
+	c := newCache(t, testOptions(rs.URL()), nil)
 	up := &upstream{ttlMs: 60_000, scope: "public", gate: make(chan struct{})}
 	r := read("test://race", "")
 	done := make(chan struct{})
@@ -279,7 +310,10 @@ func TestInvalidationBeatsRacingFill(t *testing.T) {
 	c.Invalidate(context.Background(), "up", "test://race")
 	close(up.gate)
 	<-done
-	time.Sleep(100 * time.Millisecond) // let the asynchronous Redis write land, if it were to
+	// The fill's asynchronous Redis write lands, under the generation it
+	// began with; neither tier may serve it.
+	rc := rs.Client()
+	eventually(t, func() bool { return len(rc.Keys(context.Background(), "t:*:public:*").Val()) == 1 })
 	c.flushMemory()
 	get(t, c, r, up.fill(r))
 	if up.calls.Load() != 2 {
@@ -293,7 +327,7 @@ func TestInvalidationBeatsRacingFill(t *testing.T) {
 func TestRedisDownIsNotAnError(t *testing.T) {
 	rs := redistest.Start(t)
 	var logs syncBuf
-	c := newCache(t, testConfig(rs.URL()), &logs)
+	c := newCache(t, testOptions(rs.URL()), &logs)
 	up := &upstream{ttlMs: 60_000, scope: "public"}
 	rs.Stop()
 	for i := 0; i < 20; i++ {
@@ -306,7 +340,7 @@ func TestRedisDownIsNotAnError(t *testing.T) {
 			t.Fatalf("a request with Redis down took %v", time.Since(start))
 		}
 	}
-	if !c.shared.brk.Open() {
+	if !c.redis.brk.Open() {
 		t.Error("breaker not open with Redis down")
 	}
 	if n := strings.Count(logs.String(), "redis unavailable"); n != 1 {
@@ -318,7 +352,7 @@ func TestRedisDownIsNotAnError(t *testing.T) {
 		n++
 		r := read(fmt.Sprintf("test://up-again/%d", n), "") // a miss in memory asks Redis
 		_, _ = c.Get(context.Background(), r, up.fill(r))
-		return !c.shared.brk.Open()
+		return !c.redis.brk.Open()
 	})
 	if !strings.Contains(logs.String(), "redis recovered") {
 		t.Error("recovery not logged")
@@ -344,7 +378,9 @@ func (s *syncBuf) String() string {
 
 // The memory tier alone: stale entries, errors and input_required.
 func TestMemoryOnlySemantics(t *testing.T) {
-	cfg := testConfig("")
+	cfg := testOptions("")
+	clk := newClock()
+	cfg.Clock = clk.now
 	c := newCache(t, cfg, nil)
 	up := &upstream{ttlMs: 300, scope: "public"}
 	r := read("test://m", "")
@@ -354,12 +390,12 @@ func TestMemoryOnlySemantics(t *testing.T) {
 	if up.calls.Load() != 1 {
 		t.Fatalf("second read within ttl called the upstream (%d calls)", up.calls.Load())
 	}
-	time.Sleep(350 * time.Millisecond)
+	clk.advance(350 * time.Millisecond)
 	// Past freshness, the upstream fails: the stale entry is served with
 	// ttlMs 0. An answer (a JSON-RPC error) is passed on instead.
 	down := func(context.Context) (json.RawMessage, error) { return nil, fmt.Errorf("dial: %w", ErrUnreachable) }
 	text, ttl, _ := get(t, c, r, down)
-	if ttl != 0 || !strings.Contains(text, "call 1") || c.stats["up"].stale.Load() != 1 {
+	if ttl != 0 || !strings.Contains(text, "call 1") || c.stat("up").stale.Load() != 1 {
 		t.Errorf("stale: %q ttl %d", text, ttl)
 	}
 	answer := func(context.Context) (json.RawMessage, error) { return nil, jsonrpc.Errorf(-32602, "gone") }
@@ -398,14 +434,14 @@ func TestMemoryOnlySemantics(t *testing.T) {
 // is back, nothing written before it is served, from Redis or memory.
 func TestMissedInvalidationRetiresSharedEntries(t *testing.T) {
 	rs := redistest.Start(t)
-	c := newCache(t, testConfig(rs.URL()), nil)
+	c := newCache(t, testOptions(rs.URL()), nil)
 	up := &upstream{ttlMs: 60_000, scope: "public"}
 	r := read("test://x", "")
 	before, _, _ := get(t, c, r, up.fill(r))
 	rc := rs.Client()
 	eventually(t, func() bool { return len(rc.Keys(context.Background(), "t:*:public:*").Val()) == 1 })
 	for i := 0; i < 5; i++ { // Redis unreachable: the breaker opens
-		c.shared.brk.Failure()
+		c.redis.brk.Failure()
 	}
 	c.Invalidate(context.Background(), "up", "test://x")
 	time.Sleep(300 * time.Millisecond) // past the cooldown
@@ -419,7 +455,7 @@ func TestMissedInvalidationRetiresSharedEntries(t *testing.T) {
 // A read that starts after an invalidation does not join a fill that
 // started before it.
 func TestFlightDoesNotSpanInvalidation(t *testing.T) {
-	c := newCache(t, testConfig(""), nil)
+	c := newCache(t, testOptions(""), nil)
 	up := &upstream{ttlMs: 60_000, scope: "public", gate: make(chan struct{})}
 	r := read("test://f", "")
 	first := make(chan string, 1)
@@ -438,7 +474,7 @@ func TestFlightDoesNotSpanInvalidation(t *testing.T) {
 // A caller that waited on another's fill gets the answer without that
 // request's own _meta (its trace context, its progress token).
 func TestCollapsedWaiterGetsNoForeignMeta(t *testing.T) {
-	c := newCache(t, testConfig(""), nil)
+	c := newCache(t, testOptions(""), nil)
 	gate := make(chan struct{})
 	var calls atomic.Int64
 	fill := func(ctx context.Context) (json.RawMessage, error) {
@@ -474,7 +510,7 @@ func TestCollapsedWaiterGetsNoForeignMeta(t *testing.T) {
 // request is answered from memory or the upstream, without error.
 func TestSlowRedisCostsLittle(t *testing.T) {
 	rs := redistest.Start(t)
-	cfg := testConfig(rs.URL())
+	cfg := testOptions(rs.URL())
 	cfg.Redis.Timeout = 50 * time.Millisecond
 	c := newCache(t, cfg, nil)
 	up := &upstream{ttlMs: 60_000, scope: "public"}
@@ -492,7 +528,7 @@ func TestSlowRedisCostsLittle(t *testing.T) {
 	if slowest > 500*time.Millisecond {
 		t.Errorf("a request with Redis asleep took %v", slowest)
 	}
-	if !c.shared.brk.Open() {
+	if !c.redis.brk.Open() {
 		t.Error("the breaker did not open on a Redis that stopped answering")
 	}
 }

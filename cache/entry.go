@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/manifold-mcp/manifold/jsonrpc"
-	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
 // generation is the invalidation state an entry belongs to: how many times
@@ -117,9 +117,9 @@ func parseHints(result json.RawMessage) (hints, error) {
 
 var requestScopedMeta = []string{mcp.MetaProgressToken, mcp.MetaTraceparent, mcp.MetaTracestate, mcp.MetaBaggage}
 
-// The shared tier stores an entry as a length-prefixed JSON header followed
+// The Redis tier stores an entry as a length-prefixed JSON header followed
 // by the body, so a read parses the small header and never the body.
-type sharedHeader struct {
+type redisHeader struct {
 	Key   string     `json:"k"`
 	Scope string     `json:"s"`
 	FP    string     `json:"f,omitempty"`
@@ -129,23 +129,23 @@ type sharedHeader struct {
 	GraceMs int64 `json:"grace"`
 }
 
-func encodeShared(e *entry, grace time.Duration) []byte {
-	hdr, _ := json.Marshal(sharedHeader{Key: e.key, Scope: e.scope, FP: e.fp, Gen: e.gen, GraceMs: grace.Milliseconds()})
+func encodeRedis(e *entry, grace time.Duration) []byte {
+	hdr, _ := json.Marshal(redisHeader{Key: e.key, Scope: e.scope, FP: e.fp, Gen: e.gen, GraceMs: grace.Milliseconds()})
 	out := binary.AppendUvarint(nil, uint64(len(hdr)))
 	out = append(out, hdr...)
 	return append(out, e.body...)
 }
 
-var errBadShared = errors.New("malformed shared entry")
+var errBadRedisEntry = errors.New("malformed shared entry")
 
-func decodeShared(b []byte) (sharedHeader, []byte, error) {
-	var h sharedHeader
+func decodeRedis(b []byte) (redisHeader, []byte, error) {
+	var h redisHeader
 	n, w := binary.Uvarint(b)
 	if w <= 0 || uint64(len(b)-w) < n {
-		return h, nil, errBadShared
+		return h, nil, errBadRedisEntry
 	}
 	if err := json.Unmarshal(b[w:w+int(n)], &h); err != nil {
-		return h, nil, errBadShared
+		return h, nil, errBadRedisEntry
 	}
 	return h, b[w+int(n):], nil
 }

@@ -25,16 +25,16 @@ type call struct {
 
 // outcome is what a fill produced, for every waiter to judge for itself.
 type outcome struct {
-	result []byte // the result as the upstream answered it, for the caller that filled
-	shared []byte // the same without request-scoped _meta, for callers that waited on it
-	scope  string // its normalised scope ("" when not cacheable)
-	fp     string // the credential fingerprint of the caller it was filled for
-	err    error
+	result   []byte // the result as the upstream answered it, for the caller that filled
+	reusable []byte // the same without request-scoped _meta, for callers that joined the fill
+	scope    string // its normalised scope ("" when not cacheable)
+	fp       string // the credential fingerprint of the caller it was filled for
+	err      error
 }
 
 // do returns the outcome of fn for key, calling fn at most once at a time per
-// key. shared reports that the outcome came from another caller's call.
-func (g *flight) do(ctx context.Context, key string, fn func(context.Context) outcome) (o outcome, shared bool, err error) {
+// key. joined reports that the outcome came from another caller's call.
+func (g *flight) do(ctx context.Context, key string, fn func(context.Context) outcome) (o outcome, joined bool, err error) {
 	g.mu.Lock()
 	if g.calls == nil {
 		g.calls = map[string]*call{}

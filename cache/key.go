@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/manifold-mcp/manifold/jsonrpc"
-	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
 // keyVersion starts every key; bump it when the key or value layout changes

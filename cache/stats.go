@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/manifold-mcp/manifold/metrics"
+	"github.com/manifold-mcp/manifold/internal/metrics"
 )
 
 // Collect implements metrics.Collector.
 func (c *Cache) Collect() []metrics.Family {
-	names := make([]string, 0, len(c.stats))
-	for n := range c.stats {
+	stats := c.snapshot()
+	names := make([]string, 0, len(stats))
+	for n := range stats {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -21,12 +22,12 @@ func (c *Cache) Collect() []metrics.Family {
 			if tier != "" {
 				labels = append(labels, "tier", tier)
 			}
-			f.Samples = append(f.Samples, metrics.Sample{Labels: labels, Value: float64(get(c.stats[n]))})
+			f.Samples = append(f.Samples, metrics.Sample{Labels: labels, Value: float64(get(stats[n]))})
 		}
 		return f
 	}
 	hits := perUpstream("manifold_cache_hits_total", "Answers served from a cache tier.", func(s *counters) uint64 { return s.memHits.Load() }, "memory")
-	hits.Samples = append(hits.Samples, perUpstream("", "", func(s *counters) uint64 { return s.sharedHits.Load() }, "redis").Samples...)
+	hits.Samples = append(hits.Samples, perUpstream("", "", func(s *counters) uint64 { return s.redisHits.Load() }, "redis").Samples...)
 	fams := []metrics.Family{
 		hits,
 		perUpstream("manifold_cache_misses_total", "Lookups found in no tier.", func(s *counters) uint64 { return s.misses.Load() }, ""),
@@ -38,7 +39,7 @@ func (c *Cache) Collect() []metrics.Family {
 		{Name: "manifold_cache_evictions_total", Help: "Entries evicted from the memory tier to make room.", Type: "counter",
 			Samples: []metrics.Sample{{Labels: []string{"tier", "memory"}, Value: float64(c.evictions.Load())}}},
 	}
-	if s := c.shared; s != nil {
+	if s := c.redis; s != nil {
 		open := 0.0
 		if s.brk.Open() {
 			open = 1
@@ -57,10 +58,10 @@ func (c *Cache) Collect() []metrics.Family {
 
 // Summary is a one-line account of the cache's work, for the shutdown log.
 func (c *Cache) Summary() string {
-	var memHits, sharedHits, misses, fills, stale, coalesced, invalidations uint64
-	for _, s := range c.stats {
+	var memHits, redisHits, misses, fills, stale, coalesced, invalidations uint64
+	for _, s := range c.snapshot() {
 		memHits += s.memHits.Load()
-		sharedHits += s.sharedHits.Load()
+		redisHits += s.redisHits.Load()
 		misses += s.misses.Load()
 		fills += s.fills.Load()
 		stale += s.stale.Load()
@@ -68,9 +69,18 @@ func (c *Cache) Summary() string {
 		invalidations += s.invalidations.Load()
 	}
 	redisErrors := uint64(0)
-	if c.shared != nil {
-		redisErrors = c.shared.errors.Load()
+	if c.redis != nil {
+		redisErrors = c.redis.errors.Load()
 	}
 	return fmt.Sprintf("memory_hits=%d redis_hits=%d misses=%d upstream_fills=%d coalesced=%d stale_served=%d invalidations=%d evictions=%d redis_errors=%d",
-		memHits, sharedHits, misses, fills, coalesced, stale, invalidations, c.evictions.Load(), redisErrors)
+		memHits, redisHits, misses, fills, coalesced, stale, invalidations, c.evictions.Load(), redisErrors)
+}
+
+func (c *Cache) snapshot() map[string]*counters {
+	out := map[string]*counters{}
+	c.stats.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*counters)
+		return true
+	})
+	return out
 }

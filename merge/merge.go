@@ -19,10 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
-	"github.com/manifold-mcp/manifold/jsonrpc"
-	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
 // Fetcher fetches one page of a list from one upstream: the upstream's result
@@ -47,20 +48,17 @@ func (f FetcherFunc) Fetch(ctx context.Context, upstream string, req *mcp.Reques
 // does not make the page incomplete.
 var ErrNoList = errors.New("upstream does not serve this list")
 
-// Merger merges the lists of a fixed set of upstreams.
+// Merger merges the lists of the upstreams it is given, in their order.
 type Merger struct {
-	// Upstreams in configuration order: the merge order.
-	Upstreams []string
-	Fetcher   Fetcher
-	Codec     *Codec
-	Log       *slog.Logger
+	Codec *Codec
+	Log   *slog.Logger
 	// Unique drops an item whose identifying field (uri or uriTemplate)
 	// already appeared earlier in the page, keeping the first upstream's in
 	// configuration order. Needed when URIs are not namespaced.
 	Unique bool
-	// Observe, if set, sees every upstream page that arrives, so a router
-	// can learn which upstream lists what.
-	Observe func(upstream, method string, items []jsonrpc.Object)
+	// Observe, if set, sees every upstream page that arrives, with the merge
+	// order, so a router can learn which upstream lists what.
+	Observe func(order []string, upstream, method string, items []jsonrpc.Object)
 }
 
 // UpstreamCursorError is a stale cursor refused by the upstream itself: the
@@ -92,86 +90,89 @@ type page struct {
 }
 
 // List returns the merged page for req, a list request whose params may
-// carry the downstream cursor. It fails only on a bad or stale cursor
-// (ErrBadCursor, ErrStaleCursor).
-func (m *Merger) List(ctx context.Context, req *mcp.Request) (*Result, error) {
-	method := req.Method
+// carry the downstream cursor, across upstreams (in merge order), each page
+// fetched with f. It fails only on a bad or stale cursor (ErrBadCursor,
+// ErrStaleCursor).
+func (m *Merger) List(ctx context.Context, req *mcp.Request, upstreams []string, f Fetcher) (*Result, error) {
+	method, ok := mcp.Lookup(req.Method)
+	if !ok || method.Route != mcp.RouteAll {
+		return nil, fmt.Errorf("merge: %s is not a list method", req.Method)
+	}
+	pending, err := m.pending(upstreams, req)
+	if err != nil {
+		return nil, err
+	}
+	pages := m.fetchAll(ctx, f, upstreams, pending, req, method.Items)
+	return m.assemble(upstreams, pending, pages, method)
+}
+
+// pending returns, for each upstream still to be read, the cursor to send
+// it: every upstream from its start, or what the downstream cursor says.
+func (m *Merger) pending(upstreams []string, req *mcp.Request) (map[string]string, error) {
 	var cursor string
 	if _, err := req.Params.Get("cursor", &cursor); err != nil {
 		return nil, ErrBadCursor
 	}
-	listField, idField, ok := mcp.Items(method)
-	if !ok || method == mcp.MethodResourcesRead {
-		return nil, fmt.Errorf("merge: %s is not a list method", method)
-	}
-	pending := make(map[string]string, len(m.Upstreams))
 	if cursor == "" {
-		for _, name := range m.Upstreams {
+		pending := make(map[string]string, len(upstreams))
+		for _, name := range upstreams {
 			pending[name] = ""
 		}
-	} else {
-		c, err := m.Codec.Decode(cursor, method)
-		if err != nil {
-			return nil, err
-		}
-		for name := range c.Pending {
-			if !m.known(name) {
-				return nil, ErrStaleCursor // the configuration changed under it
-			}
-		}
-		pending = c.Pending
+		return pending, nil
 	}
+	c, err := m.Codec.Decode(cursor, req.Method)
+	if err != nil {
+		return nil, err
+	}
+	for name := range c.Pending {
+		if !slices.Contains(upstreams, name) {
+			return nil, ErrStaleCursor // the configuration changed under it
+		}
+	}
+	return c.Pending, nil
+}
 
-	pages := make([]page, len(m.Upstreams))
+// fetchAll fetches one page of every pending upstream, in parallel.
+func (m *Merger) fetchAll(ctx context.Context, f Fetcher, upstreams []string, pending map[string]string, req *mcp.Request, listField string) []page {
+	pages := make([]page, len(upstreams))
 	var wg sync.WaitGroup
-	for i, name := range m.Upstreams {
+	for i, name := range upstreams {
 		cur, ok := pending[name]
 		if !ok {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pages[i] = m.fetch(ctx, name, req, listField, cur)
-		}()
+		wg.Go(func() { pages[i] = fetchPage(ctx, f, name, req, listField, cur) })
 	}
 	wg.Wait()
+	return pages
+}
 
+// assemble concatenates the pages in order and combines their hints and
+// next cursors.
+func (m *Merger) assemble(upstreams []string, pending map[string]string, pages []page, method *mcp.Method) (*Result, error) {
 	res := &Result{Items: []jsonrpc.Object{}, TTLms: -1, Scope: mcp.ScopePublic}
 	next := map[string]string{}
 	seen := map[string]string{}
-	for i, name := range m.Upstreams {
-		if _, ok := pending[name]; !ok {
-			continue
-		}
+	for i, name := range upstreams {
+		cur, ok := pending[name]
 		p := pages[i]
-		if errors.Is(p.err, ErrNoList) {
+		if !ok || errors.Is(p.err, ErrNoList) {
 			continue
 		}
 		if p.err != nil {
 			var rpcErr *jsonrpc.Error
-			if pending[name] != "" && errors.As(p.err, &rpcErr) && rpcErr.Code == jsonrpc.CodeInvalidParams {
+			if cur != "" && errors.As(p.err, &rpcErr) && rpcErr.Code == jsonrpc.CodeInvalidParams {
 				// The upstream no longer honours the cursor we kept for it.
 				return nil, &UpstreamCursorError{Upstream: name}
 			}
-			m.Log.Warn("upstream left out of merged list page", "upstream", name, "method", method, "err", p.err)
+			m.Log.Warn("upstream left out of merged list page", "upstream", name, "method", method.Name, "err", p.err)
 			res.TTLms = 0
 			continue
 		}
 		if m.Observe != nil {
-			m.Observe(name, method, p.items)
+			m.Observe(upstreams, name, method.Name, p.items)
 		}
-		for _, item := range p.items {
-			if m.Unique {
-				id := item.String(idField)
-				if first, dup := seen[id]; dup {
-					m.Log.Warn("two upstreams list the same item; keeping the first in configuration order", "method", method, "id", id, "kept", first, "dropped", name)
-					continue
-				}
-				seen[id] = name
-			}
-			res.Items = append(res.Items, item)
-		}
+		res.Items = m.appendItems(res.Items, p.items, name, method, seen)
 		if p.next != "" {
 			next[name] = p.next
 		}
@@ -182,25 +183,31 @@ func (m *Merger) List(ctx context.Context, req *mcp.Request) (*Result, error) {
 			res.Scope = mcp.ScopePrivate
 		}
 	}
-	if res.TTLms < 0 {
-		res.TTLms = 0
-	}
+	res.TTLms = max(res.TTLms, 0)
 	if len(next) > 0 {
-		res.NextCursor = m.Codec.Encode(Cursor{Method: method, Pending: next})
+		res.NextCursor = m.Codec.Encode(Cursor{Method: method.Name, Pending: next})
 	}
 	return res, nil
 }
 
-func (m *Merger) known(name string) bool {
-	for _, n := range m.Upstreams {
-		if n == name {
-			return true
+// appendItems adds one upstream's items, dropping (with Unique) those whose
+// identity an earlier upstream already listed.
+func (m *Merger) appendItems(out, items []jsonrpc.Object, upstream string, method *mcp.Method, seen map[string]string) []jsonrpc.Object {
+	for _, item := range items {
+		if m.Unique {
+			id := item.String(method.ID)
+			if first, dup := seen[id]; dup {
+				m.Log.Warn("two upstreams list the same item; keeping the first in configuration order", "method", method.Name, "id", id, "kept", first, "dropped", upstream)
+				continue
+			}
+			seen[id] = upstream
 		}
+		out = append(out, item)
 	}
-	return false
+	return out
 }
 
-func (m *Merger) fetch(ctx context.Context, upstream string, req *mcp.Request, listField, cursor string) page {
+func fetchPage(ctx context.Context, f Fetcher, upstream string, req *mcp.Request, listField, cursor string) page {
 	method := req.Method
 	sub := *req
 	sub.Params = req.Params.Clone()
@@ -208,7 +215,7 @@ func (m *Merger) fetch(ctx context.Context, upstream string, req *mcp.Request, l
 	if cursor != "" {
 		_ = sub.Params.Set("cursor", cursor)
 	}
-	raw, err := m.Fetcher.Fetch(ctx, upstream, &sub)
+	raw, err := f.Fetch(ctx, upstream, &sub)
 	if err != nil {
 		return page{err: err}
 	}

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/manifold-mcp/manifold/jsonrpc"
-	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/upstream"
 )
 
 // read routes a resources/read to the upstream that serves its URI.
-func (r *Router) read(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
+func (r *Router) read(ctx context.Context, set *upstream.Set, req *mcp.Request) (json.RawMessage, error) {
 	uri, ok := req.Params.Str("uri")
 	if !ok {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.uri must be a string")
@@ -21,7 +21,7 @@ func (r *Router) read(ctx context.Context, req *mcp.Request) (json.RawMessage, e
 	}
 	if r.ns.Prefix {
 		name, inner, ok := r.ns.Split(uri)
-		u := r.byName[name]
+		u := set.Get(name)
 		if !ok || u == nil {
 			return nil, notFound(uri, "no upstream serves this URI prefix")
 		}
@@ -30,8 +30,8 @@ func (r *Router) read(ctx context.Context, req *mcp.Request) (json.RawMessage, e
 	// Without namespaces: the upstream that lists the URI, else those whose
 	// templates match, else each in turn until one has it.
 	var lastErr error
-	for _, name := range r.routes.candidates(uri) {
-		res, err := r.readFrom(ctx, r.byName[name], req, uri, uri)
+	for _, name := range r.routes.candidates(set.Names(), uri) {
+		res, err := r.readFrom(ctx, set.Get(name), req, uri, uri)
 		if err == nil || !isNotFound(err) && !isUnavailable(err) {
 			return res, err
 		}

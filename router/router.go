@@ -19,17 +19,31 @@ import (
 	"strings"
 
 	"github.com/manifold-mcp/manifold/cache"
-	"github.com/manifold-mcp/manifold/jsonrpc"
-	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/namespace"
 	"github.com/manifold-mcp/manifold/merge"
-	"github.com/manifold-mcp/manifold/namespace"
 	"github.com/manifold-mcp/manifold/upstream"
 )
 
+// Handler answers one validated request. A *jsonrpc.Error is an answer for
+// the caller; any other error is a bug and is reported as an internal error.
+// Every frontend calls one; cross-cutting concerns wrap one.
+type Handler interface {
+	Handle(ctx context.Context, req *mcp.Request) (json.RawMessage, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, req *mcp.Request) (json.RawMessage, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
+	return f(ctx, req)
+}
+
 // Options configure a Router.
 type Options struct {
-	// Upstreams in configuration order.
-	Upstreams []*upstream.Upstream
+	Upstreams *upstream.Registry
 	Namespace namespace.Namespace
 	Codec     *merge.Codec
 	Logger    *slog.Logger
@@ -42,8 +56,7 @@ type Options struct {
 
 // Router routes requests. It is safe for concurrent use.
 type Router struct {
-	ups    []*upstream.Upstream
-	byName map[string]*upstream.Upstream
+	ups    *upstream.Registry
 	ns     namespace.Namespace
 	merger *merge.Merger
 	routes *routes
@@ -62,23 +75,38 @@ func New(o Options) *Router {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Router{ups: o.Upstreams, byName: map[string]*upstream.Upstream{}, ns: o.Namespace, cache: o.Cache, log: o.Logger, caps: o.Capabilities}
-	names := make([]string, len(o.Upstreams))
-	for i, u := range o.Upstreams {
-		r.byName[u.Name()] = u
-		names[i] = u.Name()
-	}
-	r.routes = newRoutes(names, o.Logger)
+	r := &Router{ups: o.Upstreams, ns: o.Namespace, cache: o.Cache, log: o.Logger, caps: o.Capabilities, routes: newRoutes(o.Logger)}
 	r.merger = &merge.Merger{
-		Upstreams: names,
-		Fetcher:   merge.FetcherFunc(r.fetchPage),
-		Codec:     o.Codec,
-		Log:       o.Logger,
-		Unique:    !o.Namespace.Prefix,
-		Observe:   r.routes.observe,
+		Codec:   o.Codec,
+		Log:     o.Logger,
+		Unique:  !o.Namespace.Prefix,
+		Observe: r.routes.observe,
 	}
 	r.meta, _ = json.Marshal(map[string]any{mcp.MetaServerInfo: mcp.ServerInfo})
 	return r
+}
+
+// Handle answers one request, routed as the method table says. The set of
+// upstreams is taken once: a request finishes on the set it started with.
+func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
+	m, ok := mcp.Lookup(req.Method)
+	if !ok {
+		if slices.Contains(mcp.Removed, req.Method) {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q was removed in protocol version %s", req.Method, mcp.Version)
+		}
+		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not supported", req.Method)
+	}
+	set := r.ups.Load()
+	switch m.Route {
+	case mcp.RouteLocal:
+		return r.discover()
+	case mcp.RouteAll:
+		return r.list(ctx, set, m, req)
+	case mcp.RouteURI:
+		return r.read(ctx, set, req)
+	}
+	// A stream is a frontend's to serve, with the hub.
+	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not served as a single answer", req.Method)
 }
 
 // discover is Manifold's own server/discover: what it serves, never what
@@ -98,30 +126,13 @@ func (r *Router) discover() (json.RawMessage, error) {
 	})
 }
 
-// Handle answers one request. A *jsonrpc.Error is an answer for the caller;
-// any other error is a bug and is reported as an internal error.
-func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
-	switch req.Method {
-	case mcp.MethodDiscover:
-		return r.discover()
-	case mcp.MethodResourcesList, mcp.MethodTemplatesList:
-		return r.list(ctx, req)
-	case mcp.MethodResourcesRead:
-		return r.read(ctx, req)
-	}
-	if slices.Contains(mcp.Removed, req.Method) {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q was removed in protocol version %s", req.Method, mcp.Version)
-	}
-	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not supported", req.Method)
-}
-
-func (r *Router) list(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
-	res, err := r.merger.List(ctx, req)
+func (r *Router) list(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request) (json.RawMessage, error) {
+	res, err := r.merger.List(ctx, req, set.Names(), r.pages(set))
 	var refused *merge.UpstreamCursorError
 	if errors.As(err, &refused) && r.cache != nil {
 		// The cached pages that handed out this cursor are stale too: drop
 		// them, so that listing again from the start can succeed.
-		r.cache.Invalidate(ctx, refused.Upstream, cache.TagResourceLists)
+		r.cache.Invalidate(ctx, refused.Upstream, m.Tag)
 	}
 	switch {
 	case errors.Is(err, merge.ErrStaleCursor):
@@ -131,9 +142,8 @@ func (r *Router) list(ctx context.Context, req *mcp.Request) (json.RawMessage, e
 	case err != nil:
 		return nil, err
 	}
-	field, _, _ := mcp.Items(req.Method)
 	out := jsonrpc.Object{"_meta": r.meta}
-	if err := out.Set(field, res.Items); err != nil {
+	if err := out.Set(m.Items, res.Items); err != nil {
 		return nil, err
 	}
 	_ = out.Set("resultType", mcp.ResultTypeComplete)
@@ -145,15 +155,17 @@ func (r *Router) list(ctx context.Context, req *mcp.Request) (json.RawMessage, e
 	return out.Marshal(), nil
 }
 
-// fetchPage is the merge.Fetcher: one upstream's page, in the merged view.
-func (r *Router) fetchPage(ctx context.Context, name string, req *mcp.Request) (json.RawMessage, error) {
-	u := r.byName[name]
-	res, err := r.fetch(ctx, u, req, "")
-	var rpcErr *jsonrpc.Error
-	if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
-		return nil, merge.ErrNoList
-	}
-	return res, err
+// pages is the merge.Fetcher of a set: one upstream's page, in the merged
+// view.
+func (r *Router) pages(set *upstream.Set) merge.Fetcher {
+	return merge.FetcherFunc(func(ctx context.Context, name string, req *mcp.Request) (json.RawMessage, error) {
+		res, err := r.fetch(ctx, set.Get(name), req, "")
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
+			return nil, merge.ErrNoList
+		}
+		return res, err
+	})
 }
 
 // fetch is the one way to an upstream, through the cache. It returns the
@@ -165,11 +177,12 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 	if r.cache == nil {
 		return fill(ctx)
 	}
-	tag := cache.TagResourceLists
-	if req.Method == mcp.MethodResourcesRead {
+	m, _ := mcp.Lookup(req.Method)
+	tag := m.Tag
+	if tag == mcp.TagURI {
 		tag = req.Params.String("uri")
 	}
-	return r.cache.Get(ctx, cache.Request{Upstream: u.Name(), Era: u.Era(), Tag: tag, Req: req, Forwarded: u.ForwardHeaders()}, fill)
+	return r.cache.Get(ctx, cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: req, Forwarded: u.ForwardHeaders()}, fill)
 }
 
 // call asks the upstream and puts its answer in the shape the cache stores

@@ -2,11 +2,12 @@ package router
 
 import (
 	"log/slog"
+	"slices"
 	"sync"
 
-	"github.com/manifold-mcp/manifold/jsonrpc"
-	"github.com/manifold-mcp/manifold/mcp"
-	"github.com/manifold-mcp/manifold/uritemplate"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/uritemplate"
 )
 
 // routes is what a Router without namespaces knows about which upstream
@@ -15,9 +16,7 @@ import (
 // the pages arrived in. The table is bounded; past the bound, reads fall back
 // to asking upstreams in order, which gives the same answer more slowly.
 type routes struct {
-	names []string
-	rank  map[string]int
-	log   *slog.Logger
+	log *slog.Logger
 
 	mu        sync.RWMutex
 	uris      map[string]string
@@ -29,16 +28,13 @@ type routes struct {
 // maxRoutes bounds the learnt URIs and templates together.
 const maxRoutes = 200_000
 
-func newRoutes(names []string, log *slog.Logger) *routes {
-	rank := make(map[string]int, len(names))
-	for i, n := range names {
-		rank[n] = i
-	}
-	return &routes{names: names, rank: rank, log: log, uris: map[string]string{}, templates: map[string]map[string]*uritemplate.Template{}, collided: map[string]bool{}}
+func newRoutes(log *slog.Logger) *routes {
+	return &routes{log: log, uris: map[string]string{}, templates: map[string]map[string]*uritemplate.Template{}, collided: map[string]bool{}}
 }
 
-// observe learns from one upstream's list page.
-func (t *routes) observe(upstream, method string, items []jsonrpc.Object) {
+// observe learns from one upstream's list page; names is the configuration
+// order, which settles a URI two upstreams list.
+func (t *routes) observe(names []string, upstream, method string, items []jsonrpc.Object) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch method {
@@ -48,7 +44,7 @@ func (t *routes) observe(upstream, method string, items []jsonrpc.Object) {
 			owner, known := t.uris[uri]
 			switch {
 			case known && owner == upstream:
-			case known && t.rank[upstream] < t.rank[owner]:
+			case known && slices.Index(names, upstream) < slices.Index(names, owner):
 				t.uris[uri] = upstream
 				t.logCollision(uri, upstream, owner)
 			case known:
@@ -89,16 +85,16 @@ func (t *routes) logCollision(uri, kept, dropped string) {
 	t.log.Warn("two upstreams list the same URI; reads go to the first in configuration order", "uri", uri, "routedTo", kept, "alsoListedBy", dropped)
 }
 
-// candidates returns the upstreams to ask for uri, in order.
-func (t *routes) candidates(uri string) []string {
+// candidates returns the upstreams of names to ask for uri, in order.
+func (t *routes) candidates(names []string, uri string) []string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	if owner, ok := t.uris[uri]; ok {
+	if owner, ok := t.uris[uri]; ok && slices.Contains(names, owner) {
 		return []string{owner}
 	}
-	out := make([]string, 0, len(t.names))
+	out := make([]string, 0, len(names))
 	matched := map[string]bool{}
-	for _, name := range t.names {
+	for _, name := range names {
 		for _, tmpl := range t.templates[name] {
 			if tmpl.Match(uri) {
 				out = append(out, name)
@@ -107,7 +103,7 @@ func (t *routes) candidates(uri string) []string {
 			}
 		}
 	}
-	for _, name := range t.names {
+	for _, name := range names {
 		if !matched[name] {
 			out = append(out, name)
 		}

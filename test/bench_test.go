@@ -18,7 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/manifold-mcp/manifold/redistest"
+	"github.com/manifold-mcp/manifold/internal/redistest"
 )
 
 // Benchmarks run a load generator, Manifold and the upstream in one process,

@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/manifold-mcp/manifold/redistest"
+	"github.com/manifold-mcp/manifold/internal/redistest"
 )
 
 // hintedServer is a go-sdk server whose resources carry chosen cache hints.

@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/manifold-mcp/manifold/config"
-	"github.com/manifold-mcp/manifold/server"
+	"github.com/manifold-mcp/manifold/cmd/manifold/process"
+	"github.com/manifold-mcp/manifold/internal/config"
 )
 
 // manifoldBin is the manifold binary built once for the tests that need a
@@ -91,7 +91,7 @@ func startProxyConfig(t testing.TB, cfg *config.Config) *proxy {
 	t.Helper()
 	logs := &logBuffer{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := server.New(cfg, log)
+	srv, err := process.New(cfg, log)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}

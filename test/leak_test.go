@@ -14,7 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/manifold-mcp/manifold/redistest"
+	"github.com/manifold-mcp/manifold/internal/redistest"
 )
 
 // The leak suite: one test per case of "Leak cases a shared cache must pass"

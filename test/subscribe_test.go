@@ -17,7 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/manifold-mcp/manifold/redistest"
+	"github.com/manifold-mcp/manifold/internal/redistest"
 )
 
 // listenTracker records the subscriptions/listen streams an HTTP upstream

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"syscall"
 
-	"github.com/manifold-mcp/manifold/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 )
 
 // conn is what a transport does for the era logic: carry one exchange, send a

@@ -3,24 +3,20 @@ package upstream
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-retryablehttp"
 
-	"github.com/manifold-mcp/manifold/config"
-	"github.com/manifold-mcp/manifold/jsonrpc"
-	"github.com/manifold-mcp/manifold/mcp"
-	"github.com/manifold-mcp/manifold/sse"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/sse"
 )
 
 // httpConn carries exchanges over Streamable HTTP, both eras.
@@ -33,30 +29,24 @@ type httpConn struct {
 	onMsg   func(*jsonrpc.Message) *jsonrpc.Message
 }
 
-func newHTTPConn(cfg config.Upstream, onMsg func(*jsonrpc.Message) *jsonrpc.Message) (*httpConn, error) {
-	tr := cleanhttp.DefaultPooledTransport()
-	tr.ResponseHeaderTimeout = 0 // calls are bounded by their context
-	if cfg.TLS != (config.TLS{}) {
-		tc, err := tlsConfig(cfg.TLS)
-		if err != nil {
-			return nil, err
-		}
-		tr.TLSClientConfig = tc
+func newHTTPConn(o Options, onMsg func(*jsonrpc.Message) *jsonrpc.Message) *httpConn {
+	rt := o.Transport
+	if rt == nil {
+		tr := cleanhttp.DefaultPooledTransport()
+		tr.ResponseHeaderTimeout = 0 // calls are bounded by their context
+		tr.TLSClientConfig = o.TLS
+		rt = tr
 	}
-	plain := &http.Client{Transport: tr}
+	plain := &http.Client{Transport: rt}
 	rc := retryablehttp.NewClient()
 	rc.HTTPClient = plain
 	rc.Logger = nil // request URLs and headers are not for the log
-	rc.RetryMax = *cfg.Retries
+	rc.RetryMax = o.Retries
 	rc.RetryWaitMin = 50 * time.Millisecond
 	rc.RetryWaitMax = 500 * time.Millisecond
 	rc.CheckRetry = checkRetry
 	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
-	h := http.Header{}
-	for k, v := range cfg.Headers {
-		h.Set(k, v)
-	}
-	return &httpConn{url: cfg.URL, headers: h, limit: int64(cfg.MaxResponseBytes), retry: rc, plain: plain, onMsg: onMsg}, nil
+	return &httpConn{url: o.URL, headers: o.Header.Clone(), limit: o.MaxResponseBytes, retry: rc, plain: plain, onMsg: onMsg}
 }
 
 // checkRetry retries connection failures and the statuses that say "try
@@ -74,29 +64,6 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		return true, nil
 	}
 	return false, nil
-}
-
-func tlsConfig(t config.TLS) (*tls.Config, error) {
-	tc := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls.ca_file: no certificate found in %s", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 func (c *httpConn) ready(context.Context) (uint64, error) { return 0, nil }

@@ -16,9 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/manifold-mcp/manifold/config"
-	"github.com/manifold-mcp/manifold/jsonrpc"
-	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
 // Restart backoff for a stdio server that exits: exponential from
@@ -38,7 +37,7 @@ const (
 // generation, so sessions negotiated with a dead process are recognised as
 // gone.
 type stdioConn struct {
-	cfg   config.Upstream
+	o     Options
 	log   *slog.Logger
 	onMsg func(*jsonrpc.Message) *jsonrpc.Message
 
@@ -79,11 +78,11 @@ type pendingCall struct {
 	original json.RawMessage // the caller's own progressToken
 }
 
-func newStdioConn(cfg config.Upstream, log *slog.Logger, onMsg func(*jsonrpc.Message) *jsonrpc.Message) (*stdioConn, error) {
-	if _, err := exec.LookPath(cfg.Command[0]); err != nil {
+func newStdioConn(o Options, log *slog.Logger, onMsg func(*jsonrpc.Message) *jsonrpc.Message) (*stdioConn, error) {
+	if _, err := exec.LookPath(o.Command[0]); err != nil {
 		return nil, fmt.Errorf("command: %w", err)
 	}
-	c := &stdioConn{cfg: cfg, log: log, onMsg: onMsg, up: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	c := &stdioConn{o: o, log: log, onMsg: onMsg, up: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go c.supervise()
 	return c, nil
 }
@@ -132,12 +131,9 @@ func (c *stdioConn) supervise() {
 }
 
 func (c *stdioConn) start(gen uint64) (*process, error) {
-	cmd := exec.Command(c.cfg.Command[0], c.cfg.Command[1:]...)
-	cmd.Dir = c.cfg.Dir
-	cmd.Env = os.Environ()
-	for k, v := range c.cfg.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd := exec.Command(c.o.Command[0], c.o.Command[1:]...)
+	cmd.Dir = c.o.Dir
+	cmd.Env = append(os.Environ(), c.o.Env...)
 	// Its own process group, so a terminal's Ctrl-C reaches Manifold only,
 	// and Manifold decides how its children stop.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -233,7 +229,7 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 }
 
 func (c *stdioConn) readLoop(p *process, stdout io.Reader) {
-	limit := int(c.cfg.MaxResponseBytes)
+	limit := int(c.o.MaxResponseBytes)
 	br := bufio.NewReaderSize(stdout, 64<<10)
 	for {
 		line, err := readLine(br, limit+1)

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/manifold-mcp/manifold/jsonrpc"
-	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
 // params builds the params a server of s's era expects for req.
@@ -32,7 +32,7 @@ func (u *Upstream) params(s *session, req *mcp.Request) (json.RawMessage, error)
 			meta[mcp.MetaClientCapabilities] = json.RawMessage(`{}`)
 		}
 		if _, ok := meta[mcp.MetaClientInfo]; !ok {
-			if err := meta.Set(mcp.MetaClientInfo, u.opts.ClientInfo); err != nil {
+			if err := meta.Set(mcp.MetaClientInfo, u.o.ClientInfo); err != nil {
 				return nil, err
 			}
 		}
@@ -65,17 +65,17 @@ func (u *Upstream) translateResponse(s *session, method string, r *reply) *Respo
 	}
 	res, err := jsonrpc.ParseObject(r.Result)
 	if err != nil {
-		return &Response{Error: jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s sent a result that is not an object", u.cfg.Name)}
+		return &Response{Error: jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s sent a result that is not an object", u.o.Name)}
 	}
 	if _, ok := res["resultType"]; !ok {
 		res["resultType"] = json.RawMessage(`"` + mcp.ResultTypeComplete + `"`)
 	}
 	if mcp.Cacheable(method) {
 		if _, ok := res["ttlMs"]; !ok {
-			_ = res.Set("ttlMs", u.cfg.DefaultTTL.Milliseconds())
+			_ = res.Set("ttlMs", u.o.DefaultTTL.Milliseconds())
 		}
 		if _, ok := res["cacheScope"]; !ok {
-			_ = res.Set("cacheScope", u.cfg.DefaultScope)
+			_ = res.Set("cacheScope", u.o.DefaultScope)
 		}
 	}
 	return &Response{Result: res.Marshal()}

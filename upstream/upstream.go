@@ -17,6 +17,7 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,9 +30,8 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
-	"github.com/manifold-mcp/manifold/config"
-	"github.com/manifold-mcp/manifold/jsonrpc"
-	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
 // Response is a server's answer: a result or a JSON-RPC error. A Response
@@ -50,8 +50,44 @@ type Info struct {
 	ServerInfo   mcp.Implementation
 }
 
-// Options are process-wide settings shared by every Upstream.
+// Options configure one Upstream: everything the client needs, in its own
+// terms. Only the assembly knows the configuration file.
 type Options struct {
+	Name string
+
+	// URL is the endpoint of a Streamable HTTP server (either era).
+	URL string
+	// Header is sent with every HTTP request; ForwardHeaders names the
+	// caller headers passed on.
+	Header         http.Header
+	ForwardHeaders []string
+	// Transport carries the HTTP requests. Nil means a pooled transport of
+	// Manifold's own, configured with TLS; tests and tracing wrap or
+	// replace it.
+	Transport http.RoundTripper
+	TLS       *tls.Config
+	// Retries is how many times an idempotent HTTP call is sent again
+	// after a connection error or a 429/502/503/504.
+	Retries int
+
+	// Command is the program (and arguments) of a stdio server, which
+	// Manifold runs and supervises, with Env (KEY=VALUE) added to its own
+	// environment, in Dir.
+	Command []string
+	Env     []string
+	Dir     string
+
+	// Protocol pins the revision; "" or "auto" probes for it.
+	Protocol string
+	// Timeout bounds one call.
+	Timeout time.Duration
+	// MaxResponseBytes bounds one message from the server.
+	MaxResponseBytes int64
+	// DefaultTTL and DefaultScope stand in for the cache hints a legacy
+	// server does not send.
+	DefaultTTL   time.Duration
+	DefaultScope string
+
 	Logger *slog.Logger
 	// ClientInfo is how Manifold names itself in initialize and to servers
 	// when a caller sent no clientInfo.
@@ -64,17 +100,16 @@ type Options struct {
 // Upstream is a client for one configured server. It is safe for
 // concurrent use.
 type Upstream struct {
-	cfg  config.Upstream
-	opts Options
+	o    Options
 	log  *slog.Logger
 	conn conn
 
-	mu    sync.Mutex
-	sess  *session
-	last  string // the version of the latest negotiation
-	probe singleflight.Group
-	ids   atomic.Int64
-	era   atomic.Uint64
+	mu         sync.Mutex
+	sess       *session
+	last       string // the version of the latest negotiation
+	probe      singleflight.Group
+	ids        atomic.Int64
+	eraChanges atomic.Uint64
 
 	w         watch
 	stopWatch context.CancelFunc
@@ -88,45 +123,48 @@ type session struct {
 	gen uint64 // the stdio process it belongs to
 }
 
-// New builds the client for cfg. Nothing is contacted until the first call;
-// a stdio process is started at once so its startup overlaps ours.
-func New(cfg config.Upstream, opts Options) (*Upstream, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+// New builds the client. Nothing is contacted until the first call; a stdio
+// process is started at once so its startup overlaps ours.
+func New(o Options) (*Upstream, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
-	if opts.ClientInfo.Name == "" {
-		opts.ClientInfo = mcp.ServerInfo
+	if o.ClientInfo.Name == "" {
+		o.ClientInfo = mcp.ServerInfo
 	}
-	u := &Upstream{cfg: cfg, opts: opts, log: opts.Logger.With("upstream", cfg.Name)}
+	if o.DefaultScope == "" {
+		o.DefaultScope = mcp.ScopePrivate
+	}
+	u := &Upstream{o: o, log: o.Logger.With("upstream", o.Name)}
 	u.w.changed = make(chan struct{}, 1)
 	u.w.up = make(chan struct{})
 	var err error
-	if cfg.IsStdio() {
-		u.conn, err = newStdioConn(cfg, u.log, u.onServerMessage)
+	if len(o.Command) > 0 {
+		u.conn, err = newStdioConn(o, u.log, u.onServerMessage)
 	} else {
-		u.conn, err = newHTTPConn(cfg, u.onServerMessage)
+		u.conn = newHTTPConn(o, u.onServerMessage)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("upstream %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("upstream %s: %w", o.Name, err)
 	}
 	return u, nil
 }
 
 // Name is the configured name.
-func (u *Upstream) Name() string { return u.cfg.Name }
+func (u *Upstream) Name() string { return u.o.Name }
 
-// Era counts the times the server was found speaking another protocol
-// revision than before (an upgrade, a downgrade). Answers translated under
-// one era are not reused under another, so it is part of cache keys. It
-// never blocks and is stable from startup.
-func (u *Upstream) Era() uint64 { return u.era.Load() }
+// EraChanges counts the times the server was found speaking another
+// protocol revision than before (an upgrade, a downgrade). Answers
+// translated under one era are not reused under another, so it is part of
+// cache keys. It never blocks and is stable from startup.
+func (u *Upstream) EraChanges() uint64 { return u.eraChanges.Load() }
 
 // ForwardHeaders names the caller headers passed on to this upstream.
-func (u *Upstream) ForwardHeaders() []string { return u.cfg.ForwardHeaders }
+func (u *Upstream) ForwardHeaders() []string { return u.o.ForwardHeaders }
 
 // Info returns what the server declared, probing it first if needed.
 func (u *Upstream) Info(ctx context.Context) (Info, error) {
-	ctx, cancel := context.WithTimeout(ctx, u.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, u.o.Timeout)
 	defer cancel()
 	s, err := u.session(ctx)
 	if err != nil {
@@ -137,7 +175,7 @@ func (u *Upstream) Info(ctx context.Context) (Info, error) {
 
 // Call sends req and waits for the answer, within the configured timeout.
 func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, u.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, u.o.Timeout)
 	defer cancel()
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
@@ -164,11 +202,11 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("upstream %s: %s: %w", u.cfg.Name, req.Method, err)
+			return nil, fmt.Errorf("upstream %s: %s: %w", u.o.Name, req.Method, err)
 		}
 		return u.translateResponse(s, req.Method, msg), nil
 	}
-	return nil, fmt.Errorf("upstream %s: %s: %w", u.cfg.Name, req.Method, lastErr)
+	return nil, fmt.Errorf("upstream %s: %s: %w", u.o.Name, req.Method, lastErr)
 }
 
 var (
@@ -190,8 +228,8 @@ func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (
 		idempotent: idempotent(req.Method),
 		notify:     req.Notify,
 	}
-	if p := mcp.NameParam(req.Method); p != "" {
-		ex.name = req.Params.String(p)
+	if m, ok := mcp.Lookup(req.Method); ok && m.NameParam != "" {
+		ex.name = req.Params.String(m.NameParam)
 	}
 	return u.conn.call(ctx, ex)
 }
@@ -202,14 +240,17 @@ func (u *Upstream) nextID() json.RawMessage {
 
 // idempotent lists the methods that may be retried: reads and lists, the
 // cacheable methods.
-func idempotent(method string) bool { return mcp.Cacheable(method) }
+func idempotent(method string) bool {
+	m, ok := mcp.Lookup(method)
+	return ok && m.Retry
+}
 
 func (u *Upstream) forwarded(h http.Header) http.Header {
-	if len(u.cfg.ForwardHeaders) == 0 || h == nil {
+	if len(u.o.ForwardHeaders) == 0 || h == nil {
 		return nil
 	}
 	out := http.Header{}
-	for _, name := range u.cfg.ForwardHeaders {
+	for _, name := range u.o.ForwardHeaders {
 		if v := h.Values(name); len(v) > 0 {
 			out[http.CanonicalHeaderKey(name)] = v
 		}
@@ -229,7 +270,7 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 	ch := u.probe.DoChan("probe", func() (any, error) {
 		// Detached from the first caller's context: its cancellation must
 		// not fail the probe that other callers wait on.
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.cfg.Timeout)
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.o.Timeout)
 		defer cancel()
 		s, err := u.negotiate(pctx)
 		if err != nil {
@@ -238,7 +279,7 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 		u.mu.Lock()
 		u.sess = s
 		if u.last != "" && u.last != s.Version {
-			u.era.Add(1)
+			u.eraChanges.Add(1)
 		}
 		u.last = s.Version
 		u.mu.Unlock()
@@ -248,11 +289,11 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 	select {
 	case r := <-ch:
 		if r.Err != nil {
-			return nil, fmt.Errorf("upstream %s: %w", u.cfg.Name, r.Err)
+			return nil, fmt.Errorf("upstream %s: %w", u.o.Name, r.Err)
 		}
 		return r.Val.(*session), nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("upstream %s: waiting for negotiation: %w", u.cfg.Name, ctx.Err())
+		return nil, fmt.Errorf("upstream %s: waiting for negotiation: %w", u.o.Name, ctx.Err())
 	}
 }
 
@@ -275,12 +316,12 @@ func (u *Upstream) negotiate(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	switch {
-	case u.cfg.Protocol == mcp.Version:
+	case u.o.Protocol == mcp.Version:
 		return u.discover(ctx, gen)
-	case mcp.IsLegacy(u.cfg.Protocol):
-		return u.initialize(ctx, gen, u.cfg.Protocol)
+	case mcp.IsLegacy(u.o.Protocol):
+		return u.initialize(ctx, gen, u.o.Protocol)
 	}
-	pctx, cancel := context.WithTimeout(ctx, min(probeTimeout, u.cfg.Timeout))
+	pctx, cancel := context.WithTimeout(ctx, min(probeTimeout, u.o.Timeout))
 	s, err := u.discover(pctx, gen)
 	cancel()
 	if err == nil {
@@ -339,7 +380,7 @@ func (u *Upstream) initialize(ctx context.Context, gen uint64, version string) (
 	params := jsonrpc.Object{}
 	_ = params.Set("protocolVersion", version)
 	_ = params.Set("capabilities", struct{}{})
-	_ = params.Set("clientInfo", u.opts.ClientInfo)
+	_ = params.Set("clientInfo", u.o.ClientInfo)
 	msg, err := u.conn.call(ctx, &exchange{
 		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodInitialize, Params: params.Marshal()},
 		gen:     gen,

@@ -10,18 +10,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/manifold-mcp/manifold/jsonrpc"
-	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
 // EventKind says what an upstream announced.
 type EventKind int
 
 const (
-	// ResourcesChanged: the resource list or templates changed.
-	ResourcesChanged EventKind = iota + 1
-	ToolsChanged
-	PromptsChanged
+	// ListChanged: the list Event.List names changed.
+	ListChanged EventKind = iota + 1
 	// ResourceUpdated: the resource at Event.URI changed.
 	ResourceUpdated
 	// Missed: the watch was re-established after a drop; anything may have
@@ -32,23 +30,16 @@ const (
 // Event is a change an upstream announced, in the upstream's own URIs.
 type Event struct {
 	Kind EventKind
+	List *mcp.ListChange
 	URI  string
-}
-
-func (k EventKind) String() string {
-	return [...]string{"", "resources-changed", "tools-changed", "prompts-changed", "resource-updated", "missed"}[k]
 }
 
 // eventOf translates a server notification, from either era.
 func eventOf(msg *jsonrpc.Message) (Event, bool) {
-	switch msg.Method {
-	case mcp.NotifyResourcesChanged:
-		return Event{Kind: ResourcesChanged}, true
-	case mcp.NotifyToolsChanged:
-		return Event{Kind: ToolsChanged}, true
-	case mcp.NotifyPromptsChanged:
-		return Event{Kind: PromptsChanged}, true
-	case mcp.NotifyResourceUpdated:
+	if lc, ok := mcp.ListChangeOf(msg.Method); ok {
+		return Event{Kind: ListChanged, List: lc}, true
+	}
+	if msg.Method == mcp.NotifyResourceUpdated {
 		params, err := jsonrpc.ParseObject(msg.Params)
 		if uri := params.String("uri"); err == nil && uri != "" {
 			return Event{Kind: ResourceUpdated, URI: uri}, true
@@ -129,8 +120,8 @@ func (u *Upstream) Capabilities() (mcp.Capabilities, bool) {
 }
 
 func (u *Upstream) emit(ev Event) {
-	if u.opts.OnEvent != nil {
-		u.opts.OnEvent(u.cfg.Name, ev)
+	if u.o.OnEvent != nil {
+		u.o.OnEvent(u.o.Name, ev)
 	}
 }
 
@@ -208,10 +199,9 @@ func (u *Upstream) watchLoop(ctx context.Context) {
 // changes of, and the wanted URIs if it can report updates.
 func (u *Upstream) filter(s *session) (mcp.SubscriptionFilter, uint64) {
 	c := s.Capabilities
-	f := mcp.SubscriptionFilter{
-		ResourcesListChanged: c.Resources != nil && c.Resources.ListChanged,
-		ToolsListChanged:     c.Tools != nil && c.Tools.ListChanged,
-		PromptsListChanged:   c.Prompts != nil && c.Prompts.ListChanged,
+	var f mcp.SubscriptionFilter
+	for _, lc := range mcp.ListChanges {
+		*lc.Wanted(&f) = lc.Declared(c)
 	}
 	uris, v := u.watched()
 	if c.Resources != nil && c.Resources.Subscribe {
@@ -221,7 +211,12 @@ func (u *Upstream) filter(s *session) (mcp.SubscriptionFilter, uint64) {
 }
 
 func emptyFilter(f mcp.SubscriptionFilter) bool {
-	return !f.ResourcesListChanged && !f.ToolsListChanged && !f.PromptsListChanged && len(f.ResourceSubscriptions) == 0
+	for _, lc := range mcp.ListChanges {
+		if *lc.Wanted(&f) {
+			return false
+		}
+	}
+	return len(f.ResourceSubscriptions) == 0
 }
 
 // listenStream is one subscriptions/listen on a modern upstream.
@@ -409,7 +404,7 @@ func (u *Upstream) watchLegacy(ctx context.Context, s *session) error {
 }
 
 func (u *Upstream) legacySubscribe(ctx context.Context, s *session, method, uri string) error {
-	cctx, cancel := context.WithTimeout(ctx, u.cfg.Timeout)
+	cctx, cancel := context.WithTimeout(ctx, u.o.Timeout)
 	defer cancel()
 	params, _ := u.params(s, &mcp.Request{Method: method, Params: jsonrpc.Object{"uri": jsonrpc.Quote(uri)}})
 	r, err := u.conn.call(cctx, &exchange{

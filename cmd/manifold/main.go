@@ -19,9 +19,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/manifold-mcp/manifold/config"
-	"github.com/manifold-mcp/manifold/files"
-	"github.com/manifold-mcp/manifold/server"
+	"github.com/manifold-mcp/manifold/cmd/manifold/process"
+	"github.com/manifold-mcp/manifold/internal/config"
+	"github.com/manifold-mcp/manifold/internal/files"
 )
 
 const usage = `Manifold: one MCP endpoint in front of many MCP servers.
@@ -97,7 +97,7 @@ func serve(args []string, stderr io.Writer) int {
 	log := newLogger(cfg.Log, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	srv, err := server.New(cfg, log)
+	srv, err := process.New(cfg, log)
 	if err != nil {
 		log.Error("startup failed", "err", err)
 		return 1

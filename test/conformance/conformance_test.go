@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/manifold-mcp/manifold/config"
-	"github.com/manifold-mcp/manifold/server"
+	"github.com/manifold-mcp/manifold/cmd/manifold/process"
+	"github.com/manifold-mcp/manifold/internal/config"
 )
 
 // The scenarios Manifold must pass, each with checks that must succeed.
@@ -73,7 +73,7 @@ func TestConformance(t *testing.T) {
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := process.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

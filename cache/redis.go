@@ -13,15 +13,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/manifold-mcp/manifold/breaker"
-	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/breaker"
 )
 
-// shared is the Redis tier, used by every replica. Every command is bounded
+// redisTier is the shared tier, used by every replica. Every command is bounded
 // by a short timeout and guarded by a circuit breaker: when Redis is slow or
 // down, requests go on from memory and the upstreams, costing about what a
 // miss costs, with nothing relaxed and no error shown to callers.
-type shared struct {
+type redisTier struct {
 	rdb      redis.UniversalClient
 	prefix   string
 	channel  string
@@ -32,8 +31,9 @@ type shared struct {
 	origin   string // this replica, to skip its own invalidation messages
 
 	errors  atomic.Uint64
-	dropped atomic.Uint64 // writes skipped because too many were in flight
-	writes  chan struct{} // bounds concurrent writes
+	dropped atomic.Uint64  // writes skipped because too many were in flight
+	writes  chan struct{}  // bounds concurrent writes
+	pending sync.WaitGroup // writes in flight, waited for on close
 
 	// missed is set when an invalidation could not reach Redis; the next
 	// successful contact raises the shared epoch so that nothing written
@@ -55,53 +55,40 @@ func (q quietRedis) Printf(_ context.Context, format string, v ...any) {
 
 var setRedisLogger sync.Once
 
-func newShared(cfg config.Cache, lifetime time.Duration, log *slog.Logger, origin string) (*shared, error) {
-	r := cfg.Redis
-	opts := &redis.UniversalOptions{
-		Addrs:        r.Addrs,
-		MasterName:   r.MasterName,
-		Username:     r.Username,
-		Password:     r.Password,
-		DB:           r.DB,
-		DialTimeout:  max(r.Timeout, 250*time.Millisecond),
-		ReadTimeout:  r.Timeout,
-		WriteTimeout: r.Timeout,
-		MaxRetries:   1,
-		PoolTimeout:  r.Timeout,
-		ClientName:   "manifold",
-	}
-	if r.URL != "" {
-		o, err := redis.ParseURL(r.URL)
-		if err != nil {
-			return nil, fmt.Errorf("cache.redis.url: %w", err)
-		}
-		opts.Addrs = []string{o.Addr}
-		opts.Username, opts.Password, opts.DB, opts.TLSConfig = o.Username, o.Password, o.DB, o.TLSConfig
+func newRedisTier(o RedisOptions, lifetime time.Duration, log *slog.Logger, origin string) *redisTier {
+	opts := o.Client
+	opts.DialTimeout = max(o.Timeout, 250*time.Millisecond)
+	opts.ReadTimeout = o.Timeout
+	opts.WriteTimeout = o.Timeout
+	opts.PoolTimeout = o.Timeout
+	opts.MaxRetries = 1
+	if opts.ClientName == "" {
+		opts.ClientName = "manifold"
 	}
 	setRedisLogger.Do(func() { redis.SetLogger(quietRedis{log}) })
-	s := &shared{
-		rdb:      redis.NewUniversalClient(opts),
-		prefix:   r.Prefix,
-		channel:  r.Prefix + keyVersion + ":invalidate",
-		timeout:  r.Timeout,
+	s := &redisTier{
+		rdb:      redis.NewUniversalClient(&opts),
+		prefix:   o.Prefix,
+		channel:  o.Prefix + keyVersion + ":invalidate",
+		timeout:  o.Timeout,
 		lifetime: lifetime,
 		log:      log,
 		origin:   origin,
 		writes:   make(chan struct{}, maxWrites),
 	}
-	s.brk = breaker.New(r.BreakerFailures, r.BreakerCooldown, func(open bool) {
+	s.brk = breaker.New(o.BreakerFailures, o.BreakerCooldown, func(open bool) {
 		if open {
 			log.Warn("redis unavailable: serving from memory and upstreams until it recovers")
 		} else {
 			log.Info("redis recovered: shared cache back in use")
 		}
 	})
-	return s, nil
+	return s
 }
 
 // call runs f under the tier's timeout and the breaker. It reports false
 // when Redis was not asked or failed.
-func (s *shared) call(ctx context.Context, f func(ctx context.Context) error) bool {
+func (s *redisTier) call(ctx context.Context, f func(ctx context.Context) error) bool {
 	if !s.brk.Allow() {
 		return false
 	}
@@ -134,14 +121,14 @@ func (s *shared) call(ctx context.Context, f func(ctx context.Context) error) bo
 
 // found is a lookup's answer for one key.
 type found struct {
-	hdr  sharedHeader
+	hdr  redisHeader
 	body []byte
 	pttl time.Duration
 }
 
 // lookup reads the private and public candidates of one request and the
 // current generation of their tag, in one pipelined round trip.
-func (s *shared) lookup(ctx context.Context, keys []string, upstream, th string) (hits []*found, gen generation, ok bool) {
+func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th string) (hits []*found, gen generation, ok bool) {
 	ok = s.call(ctx, func(ctx context.Context) error {
 		pipe := s.rdb.Pipeline()
 		type pair struct {
@@ -169,7 +156,7 @@ func (s *shared) lookup(ctx context.Context, keys []string, upstream, th string)
 			if err != nil || pttl <= 0 {
 				continue
 			}
-			hdr, body, err := decodeShared(b)
+			hdr, body, err := decodeRedis(b)
 			if err != nil {
 				continue
 			}
@@ -192,19 +179,20 @@ func parseGen(c *redis.StringCmd) uint64 {
 // write stores e asynchronously for ttl (its fresh time plus grace, the
 // stale-if-error time, which the value records). Redis's own expiry then
 // tells every replica the remaining time, whatever their clocks.
-func (s *shared) write(e *entry, fresh, grace time.Duration) {
+func (s *redisTier) write(e *entry, fresh, grace time.Duration) {
 	if fresh < time.Millisecond {
 		return
 	}
 	select {
 	case s.writes <- struct{}{}:
+		s.pending.Add(1)
 	default:
 		s.dropped.Add(1)
 		return
 	}
-	val := encodeShared(e, grace)
+	val := encodeRedis(e, grace)
 	go func() {
-		defer func() { <-s.writes }()
+		defer func() { <-s.writes; s.pending.Done() }()
 		s.call(context.Background(), func(ctx context.Context) error {
 			return s.rdb.Set(ctx, e.key, val, fresh+grace).Err()
 		})
@@ -223,7 +211,7 @@ type invalidation struct {
 // invalidate raises the shared generation of a tag (or, with th empty, of
 // the whole upstream) and tells the other replicas. It reports false when
 // Redis could not be reached, which is remembered (see missed).
-func (s *shared) invalidate(ctx context.Context, upstream, th string) bool {
+func (s *redisTier) invalidate(ctx context.Context, upstream, th string) bool {
 	ok := s.call(ctx, func(ctx context.Context) error {
 		key := genKey(s.prefix, upstream, th)
 		pipe := s.rdb.Pipeline()
@@ -241,12 +229,12 @@ func (s *shared) invalidate(ctx context.Context, upstream, th string) bool {
 	return ok
 }
 
-func (s *shared) epochKey() string { return s.prefix + keyVersion + ":epoch" }
+func (s *redisTier) epochKey() string { return s.prefix + keyVersion + ":epoch" }
 
 // raiseEpoch makes every shared entry written so far unreachable: the
 // epoch is part of every generation. It is the answer to invalidations that
 // could not be delivered while Redis was away.
-func (s *shared) raiseEpoch(ctx context.Context) error {
+func (s *redisTier) raiseEpoch(ctx context.Context) error {
 	if err := s.rdb.Incr(ctx, s.epochKey()).Err(); err != nil {
 		return err
 	}
@@ -259,7 +247,7 @@ func (s *shared) raiseEpoch(ctx context.Context) error {
 // listen delivers other replicas' invalidations to apply, and calls lost
 // after the subscription was re-established (messages may have been missed
 // in between), until ctx is done.
-func (s *shared) listen(ctx context.Context, apply func(invalidation), lost func()) {
+func (s *redisTier) listen(ctx context.Context, apply func(invalidation), lost func()) {
 	ps := s.rdb.Subscribe(ctx, s.channel)
 	defer ps.Close()
 	ch := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(5 * time.Second))
@@ -292,4 +280,9 @@ func (s *shared) listen(ctx context.Context, apply func(invalidation), lost func
 	}
 }
 
-func (s *shared) close() error { return s.rdb.Close() }
+// close waits for the writes in flight (each bounded by the timeout) and
+// releases the client.
+func (s *redisTier) close() error {
+	s.pending.Wait()
+	return s.rdb.Close()
+}

@@ -84,7 +84,7 @@ func TestByteSize(t *testing.T) {
 // config.example.yaml documents every key (as a setting or in a comment),
 // and parses as it stands.
 func TestExampleDocumentsEveryKey(t *testing.T) {
-	text, err := os.ReadFile("../config.example.yaml")
+	text, err := os.ReadFile("../../config.example.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/manifold-mcp/manifold/jsonrpc"
-	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
 // watcher delivers change notifications by polling: a watched file whose

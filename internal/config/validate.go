@@ -12,7 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
 // ByteSize is a size in bytes, written as a number or with a unit:
@@ -65,46 +65,26 @@ const (
 )
 
 func (c *Config) applyDefaults() {
-	if c.Listen == "" {
-		c.Listen = DefaultListen
+	setDefault(&c.Listen, DefaultListen)
+	setDefault(&c.Namespace, NamespacePrefix)
+	setDefault(&c.MaxRequestBytes, DefaultMaxRequestBytes)
+	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	setDefault(&c.CursorTTL, DefaultCursorTTL)
+	setDefault(&c.Log.Level, "info")
+	setDefault(&c.Log.Format, "text")
+	setDefault(&c.Subscriptions.KeepAlive, 25*time.Second)
+	setDefault(&c.Subscriptions.MaxStreams, 10_000)
+	setDefault(&c.Subscriptions.Queue, 64)
+	c.Cache.applyDefaults()
+	for i := range c.Upstreams {
+		c.Upstreams[i].applyDefaults()
 	}
-	if c.Namespace == "" {
-		c.Namespace = NamespacePrefix
-	}
-	if c.MaxRequestBytes == 0 {
-		c.MaxRequestBytes = DefaultMaxRequestBytes
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if c.CursorTTL == 0 {
-		c.CursorTTL = DefaultCursorTTL
-	}
-	if c.Log.Level == "" {
-		c.Log.Level = "info"
-	}
-	if c.Log.Format == "" {
-		c.Log.Format = "text"
-	}
-	if c.Subscriptions.KeepAlive == 0 {
-		c.Subscriptions.KeepAlive = 25 * time.Second
-	}
-	if c.Subscriptions.MaxStreams == 0 {
-		c.Subscriptions.MaxStreams = 10_000
-	}
-	if c.Subscriptions.Queue == 0 {
-		c.Subscriptions.Queue = 64
-	}
-	cc := &c.Cache
+}
+
+func (cc *Cache) applyDefaults() {
 	if cc.Memory.MaxBytes == nil {
 		n := ByteSize(DefaultMemoryBytes)
 		cc.Memory.MaxBytes = &n
-	}
-	if cc.MaxEntryBytes == 0 {
-		cc.MaxEntryBytes = DefaultMaxEntryBytes
-	}
-	if cc.MaxTTL == 0 {
-		cc.MaxTTL = DefaultMaxTTL
 	}
 	if cc.StaleIfError == nil {
 		d := DefaultStaleIfError
@@ -113,36 +93,30 @@ func (c *Config) applyDefaults() {
 	if len(cc.CredentialHeaders) == 0 {
 		cc.CredentialHeaders = []string{"Authorization"}
 	}
-	if cc.Redis.Prefix == "" {
-		cc.Redis.Prefix = DefaultRedisPrefix
+	setDefault(&cc.MaxEntryBytes, DefaultMaxEntryBytes)
+	setDefault(&cc.MaxTTL, DefaultMaxTTL)
+	setDefault(&cc.Redis.Prefix, DefaultRedisPrefix)
+	setDefault(&cc.Redis.Timeout, DefaultRedisTimeout)
+	setDefault(&cc.Redis.BreakerFailures, DefaultBreakerFailures)
+	setDefault(&cc.Redis.BreakerCooldown, DefaultBreakerCooldown)
+}
+
+func (u *Upstream) applyDefaults() {
+	if u.Retries == nil {
+		n := DefaultRetries
+		u.Retries = &n
 	}
-	if cc.Redis.Timeout == 0 {
-		cc.Redis.Timeout = DefaultRedisTimeout
-	}
-	if cc.Redis.BreakerFailures == 0 {
-		cc.Redis.BreakerFailures = DefaultBreakerFailures
-	}
-	if cc.Redis.BreakerCooldown == 0 {
-		cc.Redis.BreakerCooldown = DefaultBreakerCooldown
-	}
-	for i := range c.Upstreams {
-		u := &c.Upstreams[i]
-		if u.Protocol == "" {
-			u.Protocol = ProtocolAuto
-		}
-		if u.Timeout == 0 {
-			u.Timeout = DefaultTimeout
-		}
-		if u.Retries == nil {
-			n := DefaultRetries
-			u.Retries = &n
-		}
-		if u.MaxResponseBytes == 0 {
-			u.MaxResponseBytes = DefaultMaxResponseBytes
-		}
-		if u.DefaultScope == "" {
-			u.DefaultScope = "private"
-		}
+	setDefault(&u.Protocol, ProtocolAuto)
+	setDefault(&u.Timeout, DefaultTimeout)
+	setDefault(&u.MaxResponseBytes, DefaultMaxResponseBytes)
+	setDefault(&u.DefaultScope, "private")
+}
+
+// setDefault sets *v to def when the file left it at its zero value.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
 	}
 }
 
@@ -157,81 +131,130 @@ var hopHeaders = map[string]bool{
 	"Mcp-Session-Id": true, "Mcp-Protocol-Version": true, "Mcp-Method": true, "Mcp-Name": true,
 }
 
+// problems collects what is wrong with a file, each at its YAML path.
+type problems []Problem
+
+func (ps *problems) add(path, format string, args ...any) {
+	*ps = append(*ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
 func (c *Config) validate() []Problem {
-	var ps []Problem
-	bad := func(path, format string, args ...any) {
-		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	var ps problems
+	c.validateListener(&ps)
+	c.validateLimits(&ps)
+	ps = append(ps, c.Cache.validate()...)
+	c.Subscriptions.validate(&ps)
+	for i, tok := range c.Auth.BearerTokens {
+		if len(tok) < 16 {
+			ps.add(fmt.Sprintf("auth.bearer_tokens[%d]", i), "must be at least 16 characters")
+		}
 	}
+	c.validateUpstreams(&ps)
+	return ps
+}
+
+// validateListener checks what faces callers: the address, the namespace
+// mode, and the Host and Origin values admitted.
+func (c *Config) validateListener(ps *problems) {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		bad("listen", "must be host:port: %v", err)
+		ps.add("listen", "must be host:port: %v", err)
 	}
 	if c.Namespace != NamespacePrefix && c.Namespace != NamespaceNone {
-		bad("namespace", "must be %q or %q, not %q", NamespacePrefix, NamespaceNone, c.Namespace)
+		ps.add("namespace", "must be %q or %q, not %q", NamespacePrefix, NamespaceNone, c.Namespace)
 	}
 	for i, o := range c.AllowedOrigins {
 		if u, err := url.Parse(o); err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" {
-			bad(fmt.Sprintf("allowed_origins[%d]", i), "must be an origin such as https://app.example.com, not %q", o)
+			ps.add(fmt.Sprintf("allowed_origins[%d]", i), "must be an origin such as https://app.example.com, not %q", o)
 		}
 	}
 	for i, h := range c.AllowedHosts {
 		if h == "" || strings.ContainsAny(h, "/ ") {
-			bad(fmt.Sprintf("allowed_hosts[%d]", i), "must be a host name or host:port, not %q", h)
+			ps.add(fmt.Sprintf("allowed_hosts[%d]", i), "must be a host name or host:port, not %q", h)
 		}
 	}
+}
+
+// validateLimits checks the process-wide bounds, cursors and logging.
+func (c *Config) validateLimits(ps *problems) {
 	if c.MaxRequestBytes < 1024 {
-		bad("max_request_bytes", "must be at least 1KiB")
+		ps.add("max_request_bytes", "must be at least 1KiB")
 	}
 	if c.ShutdownTimeout < 0 {
-		bad("shutdown_timeout", "must not be negative")
+		ps.add("shutdown_timeout", "must not be negative")
 	}
 	if c.CursorTTL < time.Second {
-		bad("cursor_ttl", "must be at least 1s")
+		ps.add("cursor_ttl", "must be at least 1s")
 	}
 	if c.CursorSecret != "" && len(c.CursorSecret) < 16 {
-		bad("cursor_secret", "must be at least 16 characters")
+		ps.add("cursor_secret", "must be at least 16 characters")
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		bad("log.level", "must be debug, info, warn or error, not %q", c.Log.Level)
+		ps.add("log.level", "must be debug, info, warn or error, not %q", c.Log.Level)
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
-		bad("log.format", "must be text or json, not %q", c.Log.Format)
+		ps.add("log.format", "must be text or json, not %q", c.Log.Format)
 	}
-	ps = append(ps, c.Cache.validate()...)
-	if c.Subscriptions.KeepAlive < 100*time.Millisecond {
-		bad("subscriptions.keepalive", "must be at least 100ms")
+}
+
+func (s *Subscriptions) validate(ps *problems) {
+	if s.KeepAlive < 100*time.Millisecond {
+		ps.add("subscriptions.keepalive", "must be at least 100ms")
 	}
-	if c.Subscriptions.MaxStreams < 1 {
-		bad("subscriptions.max_streams", "must be at least 1")
+	if s.MaxStreams < 1 {
+		ps.add("subscriptions.max_streams", "must be at least 1")
 	}
-	if c.Subscriptions.Queue < 1 || c.Subscriptions.Queue > 1<<16 {
-		bad("subscriptions.queue", "must be between 1 and 65536")
+	if s.Queue < 1 || s.Queue > 1<<16 {
+		ps.add("subscriptions.queue", "must be between 1 and 65536")
 	}
-	for i, tok := range c.Auth.BearerTokens {
-		if len(tok) < 16 {
-			bad(fmt.Sprintf("auth.bearer_tokens[%d]", i), "must be at least 16 characters")
-		}
-	}
+}
+
+func (c *Config) validateUpstreams(ps *problems) {
 	if len(c.Upstreams) == 0 {
-		bad("upstreams", "at least one upstream is required")
+		ps.add("upstreams", "at least one upstream is required")
 	}
 	seen := map[string]int{}
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
-		ps = append(ps, u.validate(fmt.Sprintf("upstreams[%d]", i), seen, i)...)
+		*ps = append(*ps, u.validate(fmt.Sprintf("upstreams[%d]", i), seen, i)...)
 		if c.Namespace == NamespacePrefix && u.Name != "" && u.Name[0] >= '0' && u.Name[0] <= '9' {
-			bad(fmt.Sprintf("upstreams[%d].name", i), "%q starts with a digit; with namespace: prefix it starts a URI scheme, which must begin with a letter", u.Name)
+			ps.add(fmt.Sprintf("upstreams[%d].name", i), "%q starts with a digit; with namespace: prefix it starts a URI scheme, which must begin with a letter", u.Name)
 		}
 	}
-	return ps
 }
 
 func (u *Upstream) validate(path string, seen map[string]int, i int) []Problem {
-	var ps []Problem
-	bad := func(key, format string, args ...any) {
-		ps = append(ps, Problem{Path: path + "." + key, Message: fmt.Sprintf(format, args...)})
+	var ps problems
+	bad := func(key, format string, args ...any) { ps.add(path+"."+key, format, args...) }
+	u.validateName(bad, seen, i)
+	u.validateTransport(bad)
+	u.validateHeaders(bad)
+	if u.Protocol != ProtocolAuto && u.Protocol != mcp.Version && !mcp.IsLegacy(u.Protocol) {
+		bad("protocol", "must be auto, %s or one of %s, not %q", mcp.Version, strings.Join(mcp.Legacy, ", "), u.Protocol)
 	}
+	if u.Timeout < 0 {
+		bad("timeout", "must not be negative")
+	}
+	if u.DefaultTTL < 0 {
+		bad("default_ttl", "must not be negative")
+	}
+	if u.DefaultScope != "private" && u.DefaultScope != "public" {
+		bad("default_scope", "must be private or public, not %q", u.DefaultScope)
+	}
+	if *u.Retries < 0 || *u.Retries > 10 {
+		bad("retries", "must be between 0 and 10")
+	}
+	if u.MaxResponseBytes < 1024 {
+		bad("max_response_bytes", "must be at least 1KiB")
+	}
+	u.validateTLS(bad)
+	return ps
+}
+
+type complain func(key, format string, args ...any)
+
+func (u *Upstream) validateName(bad complain, seen map[string]int, i int) {
 	switch {
 	case u.Name == "":
 		bad("name", "is required")
@@ -244,6 +267,11 @@ func (u *Upstream) validate(path string, seen map[string]int, i int) []Problem {
 			seen[u.Name] = i
 		}
 	}
+}
+
+// validateTransport checks that the upstream is either HTTP (url) or stdio
+// (command), with only the keys of its kind.
+func (u *Upstream) validateTransport(bad complain) {
 	switch {
 	case u.URL == "" && len(u.Command) == 0:
 		bad("url", "an upstream needs url (HTTP) or command (stdio)")
@@ -266,6 +294,9 @@ func (u *Upstream) validate(path string, seen map[string]int, i int) []Problem {
 	if len(u.Command) > 0 && (len(u.Headers) > 0 || len(u.ForwardHeaders) > 0) {
 		bad("headers", "headers and forward_headers apply to HTTP upstreams (url) only")
 	}
+}
+
+func (u *Upstream) validateHeaders(bad complain) {
 	for name := range u.Headers {
 		if !validHeaderName(name) {
 			bad("headers."+name, "not a valid HTTP header name")
@@ -280,24 +311,9 @@ func (u *Upstream) validate(path string, seen map[string]int, i int) []Problem {
 			bad(fmt.Sprintf("forward_headers[%d]", j), "%q is managed by Manifold and cannot be forwarded", name)
 		}
 	}
-	if u.Protocol != ProtocolAuto && u.Protocol != mcp.Version && !mcp.IsLegacy(u.Protocol) {
-		bad("protocol", "must be auto, %s or one of %s, not %q", mcp.Version, strings.Join(mcp.Legacy, ", "), u.Protocol)
-	}
-	if u.Timeout < 0 {
-		bad("timeout", "must not be negative")
-	}
-	if u.DefaultTTL < 0 {
-		bad("default_ttl", "must not be negative")
-	}
-	if u.DefaultScope != "private" && u.DefaultScope != "public" {
-		bad("default_scope", "must be private or public, not %q", u.DefaultScope)
-	}
-	if *u.Retries < 0 || *u.Retries > 10 {
-		bad("retries", "must be between 0 and 10")
-	}
-	if u.MaxResponseBytes < 1024 {
-		bad("max_response_bytes", "must be at least 1KiB")
-	}
+}
+
+func (u *Upstream) validateTLS(bad complain) {
 	t := u.TLS
 	if (t != TLS{}) && len(u.Command) > 0 {
 		bad("tls", "applies to HTTP upstreams only")
@@ -312,7 +328,6 @@ func (u *Upstream) validate(path string, seen map[string]int, i int) []Problem {
 			}
 		}
 	}
-	return ps
 }
 
 func validHeaderName(s string) bool {

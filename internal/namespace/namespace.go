@@ -18,8 +18,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/manifold-mcp/manifold/jsonrpc"
-	"github.com/manifold-mcp/manifold/mcp"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
 // Separator joins an upstream name to the URI scheme.
@@ -59,10 +59,11 @@ func (n Namespace) Result(upstream, method string, result json.RawMessage) (json
 	if !n.Prefix {
 		return result, nil
 	}
-	list, field, ok := mcp.Items(method)
-	if !ok || field == "name" { // names are not URIs: tools and prompts keep theirs
+	m, ok := mcp.Lookup(method)
+	if !ok || m.Items == "" || m.ID == "name" { // names are not URIs: tools and prompts keep theirs
 		return result, nil
 	}
+	list, field := m.Items, m.ID
 	obj, err := jsonrpc.ParseObject(result)
 	if err != nil {
 		return nil, fmt.Errorf("%s result: %w", method, err)

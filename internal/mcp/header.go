@@ -19,17 +19,6 @@ const (
 	sentinelSuffix = "?="
 )
 
-// NameParam returns the params member mirrored in Mcp-Name for method, or "".
-func NameParam(method string) string {
-	switch method {
-	case "tools/call", "prompts/get":
-		return "name"
-	case MethodResourcesRead:
-		return "uri"
-	}
-	return ""
-}
-
 // EncodeHeader returns v as it must travel in a mirrored header: as is when
 // it is plain visible ASCII without edge spaces, else as the base64 sentinel
 // `=?base64?...?=`.

@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/manifold-mcp/manifold/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 )
 
 // Protocol revisions. Manifold serves Version downstream and speaks every
@@ -30,35 +30,6 @@ var Legacy = []string{Version20251125, Version20250618, Version20250326}
 
 // IsLegacy reports whether v is a session-based revision Manifold speaks.
 func IsLegacy(v string) bool { return slices.Contains(Legacy, v) }
-
-// Cacheable reports whether results of method may carry cache hints
-// (SEP-2549).
-func Cacheable(method string) bool {
-	switch method {
-	case MethodDiscover, MethodResourcesList, MethodTemplatesList, MethodResourcesRead, MethodToolsList, MethodPromptsList:
-		return true
-	}
-	return false
-}
-
-// Items names, for a method whose result is a list of items, the member
-// that holds them and the member that identifies each item (the one a
-// namespace rewrites, a merge keeps unique).
-func Items(method string) (list, id string, ok bool) {
-	switch method {
-	case MethodResourcesList:
-		return "resources", "uri", true
-	case MethodTemplatesList:
-		return "resourceTemplates", "uriTemplate", true
-	case MethodResourcesRead:
-		return "contents", "uri", true
-	case MethodToolsList:
-		return "tools", "name", true
-	case MethodPromptsList:
-		return "prompts", "name", true
-	}
-	return "", "", false
-}
 
 // Methods.
 const (

@@ -1,0 +1,160 @@
+package process
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/manifold-mcp/manifold/cache"
+	"github.com/manifold-mcp/manifold/internal/config"
+	"github.com/manifold-mcp/manifold/internal/namespace"
+	"github.com/manifold-mcp/manifold/upstream"
+)
+
+// The translation of the configuration file into each part's own options.
+
+func namespaceOf(cfg *config.Config) namespace.Namespace {
+	return namespace.Namespace{Prefix: cfg.Namespace == config.NamespacePrefix}
+}
+
+// newUpstreams builds a client per configured upstream, in order; on a
+// failure it stops those already started.
+func newUpstreams(cfg *config.Config, log *slog.Logger, onEvent func(string, upstream.Event)) ([]*upstream.Upstream, error) {
+	var ups []*upstream.Upstream
+	for _, uc := range cfg.Upstreams {
+		o, err := upstreamOptions(uc)
+		if err == nil {
+			o.Logger, o.OnEvent = log, onEvent
+			var u *upstream.Upstream
+			if u, err = upstream.New(o); err == nil {
+				ups = append(ups, u)
+				continue
+			}
+		}
+		closeAll(context.Background(), ups, log)
+		return nil, fmt.Errorf("upstream %s: %w", uc.Name, err)
+	}
+	return ups, nil
+}
+
+func upstreamOptions(uc config.Upstream) (upstream.Options, error) {
+	o := upstream.Options{
+		Name:             uc.Name,
+		URL:              uc.URL,
+		Header:           http.Header{},
+		ForwardHeaders:   uc.ForwardHeaders,
+		Retries:          *uc.Retries,
+		Command:          uc.Command,
+		Dir:              uc.Dir,
+		Protocol:         uc.Protocol,
+		Timeout:          uc.Timeout,
+		MaxResponseBytes: int64(uc.MaxResponseBytes),
+		DefaultTTL:       uc.DefaultTTL,
+		DefaultScope:     uc.DefaultScope,
+	}
+	for k, v := range uc.Headers {
+		o.Header.Set(k, v)
+	}
+	for k, v := range uc.Env {
+		o.Env = append(o.Env, k+"="+v)
+	}
+	if uc.TLS != (config.TLS{}) {
+		tc, err := tlsClientConfig(uc.TLS)
+		if err != nil {
+			return o, err
+		}
+		o.TLS = tc
+	}
+	return o, nil
+}
+
+func tlsClientConfig(t config.TLS) (*tls.Config, error) {
+	tc := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls.ca_file: no certificate found in %s", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+func cacheOptions(cfg *config.Config, log *slog.Logger) (cache.Options, error) {
+	c := cfg.Cache
+	o := cache.Options{
+		MemoryBytes:       int64(*c.Memory.MaxBytes),
+		Secret:            []byte(c.Secret),
+		CredentialHeaders: c.CredentialHeaders,
+		MaxEntryBytes:     int(c.MaxEntryBytes),
+		MaxTTL:            c.MaxTTL,
+		StaleIfError:      *c.StaleIfError,
+		Logger:            log,
+	}
+	r := c.Redis
+	if !r.Enabled() {
+		return o, nil
+	}
+	ro := &cache.RedisOptions{
+		Client: redis.UniversalOptions{
+			Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: r.Password, DB: r.DB,
+		},
+		Prefix: r.Prefix, Timeout: r.Timeout, BreakerFailures: r.BreakerFailures, BreakerCooldown: r.BreakerCooldown,
+	}
+	if r.URL != "" {
+		u, err := redis.ParseURL(r.URL)
+		if err != nil {
+			return o, fmt.Errorf("cache.redis.url: %w", err)
+		}
+		ro.Client.Addrs = []string{u.Addr}
+		if u.Network == "unix" {
+			// UniversalOptions has no Network: dial the socket ourselves.
+			ro.Client.Dialer = func(ctx context.Context, _, addr string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", addr)
+			}
+		}
+		ro.Client.Username, ro.Client.Password, ro.Client.DB, ro.Client.TLSConfig = u.Username, u.Password, u.DB, u.TLSConfig
+	}
+	o.Redis = ro
+	return o, nil
+}
+
+// cursorSecret is the key that signs pagination cursors: cursor_secret, or
+// one derived from the cache secret (which replicas sharing Redis already
+// share), or a random one valid on this process only.
+func cursorSecret(cfg *config.Config, log *slog.Logger) []byte {
+	if cfg.CursorSecret != "" {
+		return []byte(cfg.CursorSecret)
+	}
+	if cfg.Cache.Secret != "" {
+		m := hmac.New(sha256.New, []byte(cfg.Cache.Secret))
+		m.Write([]byte("manifold cursor secret"))
+		return m.Sum(nil)
+	}
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	log.Info("neither cursor_secret nor cache.secret is set: pagination cursors are valid on this process only")
+	return secret
+}

@@ -1,0 +1,203 @@
+// Package process assembles one Manifold process from its configuration and
+// owns its lifecycle.
+//
+// New provisions every part in dependency order: the upstream clients (stdio
+// children start here) and their registry, the cache, the hub, the router,
+// the dispatcher and the HTTP frontend wrapped in its chain of links. Serve
+// accepts connections, and on cancellation drains in reverse order:
+// subscription streams end with their graceful-closure result, in-flight
+// requests finish, upstreams are closed (legacy sessions deleted, processes
+// stopped) and the cache is released. This is the only package, with
+// internal/config, that knows the shape of the configuration file: every
+// other part gets options of its own (options.go).
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/manifold-mcp/manifold/cache"
+	"github.com/manifold-mcp/manifold/internal/config"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/metrics"
+	"github.com/manifold-mcp/manifold/merge"
+	"github.com/manifold-mcp/manifold/router"
+	"github.com/manifold-mcp/manifold/router/frontend"
+	"github.com/manifold-mcp/manifold/router/hub"
+	"github.com/manifold-mcp/manifold/upstream"
+)
+
+// Process is a configured, not yet listening, Manifold.
+type Process struct {
+	cfg       *config.Config
+	log       *slog.Logger
+	upstreams *upstream.Registry
+	cache     *cache.Cache
+	hub       *hub.Hub
+	http      *http.Server
+}
+
+// New builds every component. Stdio upstream processes start here.
+func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
+	p := &Process{cfg: cfg, log: log}
+	// Upstream events go to the hub, which is built once the upstreams are.
+	// A stdio child may speak first: until then there is nothing cached and
+	// nobody subscribed, so its events are of no use to anyone.
+	var hubReady atomic.Pointer[hub.Hub]
+	onEvent := func(name string, ev upstream.Event) {
+		if h := hubReady.Load(); h != nil {
+			h.OnEvent(name, ev)
+		}
+	}
+	ups, err := newUpstreams(cfg, log, onEvent)
+	if err != nil {
+		return nil, err
+	}
+	p.upstreams = upstream.NewRegistry(ups)
+	co, err := cacheOptions(cfg, log)
+	if err == nil {
+		p.cache, err = cache.New(co)
+	}
+	if err != nil {
+		p.closeUpstreams(context.Background())
+		return nil, err
+	}
+	ns := namespaceOf(cfg)
+	p.hub = hub.New(hub.Options{
+		Upstreams:   p.upstreams,
+		Namespace:   ns,
+		Invalidator: p.cache,
+		Logger:      log,
+		MaxStreams:  cfg.Subscriptions.MaxStreams,
+		Queue:       cfg.Subscriptions.Queue,
+	})
+	hubReady.Store(p.hub)
+	rt := router.New(router.Options{
+		Upstreams: p.upstreams,
+		Namespace: ns,
+		Codec:     merge.NewCodec(cursorSecret(cfg, log), cfg.CursorTTL),
+		Logger:    log,
+		Capabilities: func() mcp.Capabilities {
+			rc := p.hub.Capabilities()
+			return mcp.Capabilities{Resources: &rc}
+		},
+		Cache: p.cache,
+	})
+	d := frontend.NewDispatcher(frontend.Options{Handler: rt, Hub: p.hub, KeepAlive: cfg.Subscriptions.KeepAlive, Logger: log})
+	p.http = &http.Server{
+		Handler:           p.mux(d),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return p, nil
+}
+
+// mux routes the listener's paths: /mcp through the chain of links, in the
+// order a request meets them, and the operational endpoints beside it.
+func (p *Process) mux(d *frontend.Dispatcher) *http.ServeMux {
+	mcpHandler := frontend.Chain(frontend.NewHTTP(d),
+		frontend.Recover(p.log),
+		frontend.CheckHost(p.cfg.AllowedHosts),
+		frontend.CheckOrigin(p.cfg.AllowedOrigins),
+		frontend.RequireBearer(p.cfg.Auth.BearerTokens),
+		frontend.LimitBody(int64(p.cfg.MaxRequestBytes)),
+	)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcpHandler)
+	mux.Handle("GET /metrics", metrics.Handler(p.cache))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// Handler is the HTTP handler Serve serves: /mcp, /metrics and /healthz.
+func (p *Process) Handler() http.Handler { return p.http.Handler }
+
+// Serve accepts connections on l until ctx is done, then drains: in-flight
+// requests get ShutdownTimeout to finish, and upstreams are closed (legacy
+// sessions deleted, processes stopped).
+func (p *Process) Serve(ctx context.Context, l net.Listener) error {
+	p.startUpstreams(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- p.http.Serve(l) }()
+	p.log.Info("manifold listening", "addr", l.Addr().String(), "endpoint", "/mcp", "upstreams", len(p.upstreams.Load().All()))
+	var serveErr error
+	select {
+	case serveErr = <-errc:
+	case <-ctx.Done():
+	}
+	p.drain()
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	return nil
+}
+
+// startUpstreams keeps every upstream watched, and negotiates with each
+// early, so the first request does not pay for it and a misconfigured
+// upstream shows in the log at once.
+func (p *Process) startUpstreams(ctx context.Context) {
+	for _, u := range p.upstreams.Load().All() {
+		u.StartWatching()
+		go func() {
+			if _, err := u.Info(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("upstream not ready", "upstream", u.Name(), "err", err)
+			}
+		}()
+	}
+}
+
+// drain stops the process, the reverse of New.
+func (p *Process) drain() {
+	p.log.Info("manifold shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
+	defer cancel()
+	// Subscription streams never go idle by themselves: end them, each with
+	// its graceful-closure result, before waiting for the rest to drain.
+	if err := p.hub.Close(sctx); err != nil {
+		p.log.Warn("closing subscription streams", "err", err)
+	}
+	if err := p.http.Shutdown(sctx); err != nil {
+		p.log.Warn("drain incomplete", "err", err)
+		_ = p.http.Close()
+	}
+	// Upstreams get their own budget: a drain that used all of its time
+	// must not turn a clean process stop into a SIGKILL.
+	uctx, ucancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ucancel()
+	p.closeUpstreams(uctx)
+	p.log.Info("cache summary: " + p.cache.Summary())
+	if err := p.cache.Close(); err != nil {
+		p.log.Warn("closing cache", "err", err)
+	}
+}
+
+func (p *Process) closeUpstreams(ctx context.Context) {
+	closeAll(ctx, p.upstreams.Load().All(), p.log)
+}
+
+// closeAll closes ups in parallel and waits for them.
+func closeAll(ctx context.Context, ups []*upstream.Upstream, log *slog.Logger) {
+	done := make(chan struct{}, len(ups))
+	for _, u := range ups {
+		go func() {
+			if err := u.Close(ctx); err != nil {
+				log.Warn("closing upstream", "upstream", u.Name(), "err", err)
+			}
+			done <- struct{}{}
+		}()
+	}
+	for range ups {
+		<-done
+	}
+}

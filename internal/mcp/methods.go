@@ -1,0 +1,129 @@
+package mcp
+
+// The method table: one row per MCP method Manifold serves, read by every
+// layer that must treat methods differently. The router routes by it, merge
+// and namespace find a list's items with it, the cache decides what to store
+// and how to tag it, the upstream client decides what may be retried, and the
+// frontends decide which header mirrors which param. Serving a new method is
+// a new row here plus whatever about it is truly new.
+
+// Route says where a method's requests go.
+type Route int
+
+const (
+	// RouteLocal: Manifold answers itself.
+	RouteLocal Route = iota + 1
+	// RouteAll: every upstream, one page of each per downstream page,
+	// merged in configuration order.
+	RouteAll
+	// RouteURI: the one upstream that serves params.uri.
+	RouteURI
+	// RouteName: the one upstream that serves params.name.
+	RouteName
+	// RouteStream: a subscription; the answer is a stream of events from
+	// every upstream.
+	RouteStream
+)
+
+// Method is one row of the table.
+type Method struct {
+	Name  string
+	Route Route
+	// Items names the result member holding the items of a list (or the
+	// contents of a read), and ID the member that identifies each item: the
+	// one a namespace rewrites and a merge keeps unique.
+	Items, ID string
+	// Tag is the invalidation tag of the method's cached answers; TagURI
+	// means each answer is tagged with its own resource URI.
+	Tag string
+	// Cacheable results may carry the cache hints ttlMs and cacheScope
+	// (SEP-2549) and may be stored.
+	Cacheable bool
+	// Retry: the request is idempotent and may be sent again after a
+	// connection error.
+	Retry bool
+	// NameParam is the params member that the Mcp-Name header mirrors.
+	NameParam string
+}
+
+// Cache tags: what one notification invalidates together.
+const (
+	// TagURI stands for the resource URI of the request.
+	TagURI           = "uri"
+	TagDiscover      = "discover"
+	TagResourceLists = "lists:resources" // resources/list and resources/templates/list
+	TagToolLists     = "lists:tools"
+	TagPromptLists   = "lists:prompts"
+)
+
+var methods = map[string]*Method{}
+
+func init() {
+	for _, m := range []*Method{
+		{Name: MethodDiscover, Route: RouteLocal, Tag: TagDiscover, Cacheable: true, Retry: true},
+		{Name: MethodResourcesList, Route: RouteAll, Items: "resources", ID: "uri", Tag: TagResourceLists, Cacheable: true, Retry: true},
+		{Name: MethodTemplatesList, Route: RouteAll, Items: "resourceTemplates", ID: "uriTemplate", Tag: TagResourceLists, Cacheable: true, Retry: true},
+		{Name: MethodResourcesRead, Route: RouteURI, Items: "contents", ID: "uri", Tag: TagURI, Cacheable: true, Retry: true, NameParam: "uri"},
+		{Name: MethodSubscriptions, Route: RouteStream},
+	} {
+		methods[m.Name] = m
+	}
+}
+
+// Lookup returns the row of a method Manifold serves.
+func Lookup(name string) (*Method, bool) {
+	m, ok := methods[name]
+	return m, ok
+}
+
+// Cacheable reports whether results of method may carry cache hints and be
+// stored.
+func Cacheable(method string) bool {
+	m, ok := methods[method]
+	return ok && m.Cacheable
+}
+
+// ListChange is a notification an upstream sends when one of its lists
+// changed: which cached answers it invalidates, which member of a listen
+// filter asks for it, and which capability promises it.
+type ListChange struct {
+	Notification string
+	// List is the method whose answers changed; Manifold honours a filter
+	// for it only when it serves that method.
+	List string
+	Tag  string
+	// Wanted points at the filter member that asks for this notification.
+	Wanted func(*SubscriptionFilter) *bool
+	// Declared reports whether a server's capabilities promise it.
+	Declared func(Capabilities) bool
+}
+
+// ListChanges are the list notifications of 2026-07-28 (and, untagged, of
+// the legacy revisions).
+var ListChanges = []*ListChange{
+	{
+		Notification: NotifyResourcesChanged, List: MethodResourcesList, Tag: TagResourceLists,
+		Wanted:   func(f *SubscriptionFilter) *bool { return &f.ResourcesListChanged },
+		Declared: func(c Capabilities) bool { return c.Resources != nil && c.Resources.ListChanged },
+	},
+	{
+		Notification: NotifyToolsChanged, List: MethodToolsList, Tag: TagToolLists,
+		Wanted:   func(f *SubscriptionFilter) *bool { return &f.ToolsListChanged },
+		Declared: func(c Capabilities) bool { return c.Tools != nil && c.Tools.ListChanged },
+	},
+	{
+		Notification: NotifyPromptsChanged, List: MethodPromptsList, Tag: TagPromptLists,
+		Wanted:   func(f *SubscriptionFilter) *bool { return &f.PromptsListChanged },
+		Declared: func(c Capabilities) bool { return c.Prompts != nil && c.Prompts.ListChanged },
+	},
+}
+
+// ListChangeOf returns the row of a list-changed notification.
+func ListChangeOf(notification string) (*ListChange, bool) {
+	for _, lc := range ListChanges {
+		if lc.Notification == notification {
+			return lc, true
+		}
+	}
+	return nil, false
+}

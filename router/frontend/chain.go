@@ -1,0 +1,182 @@
+package frontend
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+)
+
+// A Link is one cross-cutting concern of an HTTP frontend: it looks at a
+// request, and either answers it or hands it to the next handler. Each does
+// one thing, and the order they run in is written in one place (Chain).
+type Link func(next http.Handler) http.Handler
+
+// Chain wraps h in links; a request meets them in the order given, the
+// first outermost.
+func Chain(h http.Handler, links ...Link) http.Handler {
+	for i := len(links) - 1; i >= 0; i-- {
+		h = links[i](h)
+	}
+	return h
+}
+
+// Recover answers a panic below it with an internal error, logged with its
+// stack, instead of a dropped connection.
+func Recover(log *slog.Logger) Link {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				if p := recover(); p != nil {
+					if p == http.ErrAbortHandler {
+						panic(p)
+					}
+					log.Error("panic serving request", "panic", p, "stack", string(debug.Stack()))
+					writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error"), http.StatusInternalServerError)
+				}
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// CheckHost is DNS-rebinding protection: a browser tricked into sending a
+// request to a loopback Manifold still sends the attacker's Host. Loopback
+// hosts pass, and those of allowed (an entry without a port matches any
+// port; "*" matches everything); others get 403.
+func CheckHost(allowed []string) Link {
+	return refuse(http.StatusForbidden, func(r *http.Request) string {
+		if hostAllowed(allowed, r.Host) {
+			return ""
+		}
+		return fmt.Sprintf("forbidden: Host %q is not allowed", r.Host)
+	})
+}
+
+// CheckOrigin refuses (403) a browser request from an origin that is
+// neither loopback nor in allowed ("*" matches everything).
+func CheckOrigin(allowed []string) Link {
+	return refuse(http.StatusForbidden, func(r *http.Request) string {
+		o := r.Header.Get("Origin")
+		if o == "" || originAllowed(allowed, o) {
+			return ""
+		}
+		return fmt.Sprintf("forbidden: Origin %q is not allowed", o)
+	})
+}
+
+// RequireBearer admits only callers carrying one of tokens, before the body
+// is read and long before any cache is consulted: a caller who is not
+// admitted learns nothing, public entries included. With no tokens it
+// admits everyone, and upstreams judge the credentials forwarded to them.
+func RequireBearer(tokens []string) Link {
+	if len(tokens) == 0 {
+		return func(next http.Handler) http.Handler { return next }
+	}
+	digests := make([][32]byte, len(tokens))
+	for i, t := range tokens {
+		digests[i] = sha256.Sum256([]byte(t))
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !bearerAdmitted(digests, r.Header.Get("Authorization")) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="manifold"`)
+				writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "unauthorized: a valid bearer token is required"), http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// bearerAdmitted checks the token in constant time. Comparing digests keeps
+// the token's length out of the timing too.
+func bearerAdmitted(digests [][32]byte, authorization string) bool {
+	tok, ok := strings.CutPrefix(authorization, "Bearer ")
+	if !ok {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	match := 0
+	for _, want := range digests {
+		match |= subtle.ConstantTimeCompare(got[:], want[:])
+	}
+	return match == 1
+}
+
+// LimitBody bounds the request body to n bytes; a frontend reading past it
+// gets an *http.MaxBytesError and answers 413.
+func LimitBody(n int64) Link {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, n)
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// refuse makes a Link of a check that returns why a request is refused
+// ("" to admit it).
+func refuse(status int, why func(*http.Request) string) Link {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if msg := why(r); msg != "" {
+				writeError(w, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg}, status)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func hostAllowed(allowed []string, hostport string) bool {
+	host, port := splitHostPort(hostport)
+	if isLoopback(host) {
+		return true
+	}
+	for _, a := range allowed {
+		if a == "*" {
+			return true
+		}
+		ah, ap := splitHostPort(a)
+		if strings.EqualFold(ah, host) && (ap == "" || ap == port) {
+			return true
+		}
+	}
+	return false
+}
+
+func originAllowed(allowed []string, origin string) bool {
+	for _, a := range allowed {
+		if a == "*" || strings.EqualFold(strings.TrimSuffix(a, "/"), origin) {
+			return true
+		}
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return isLoopback(u.Hostname())
+}
+
+func splitHostPort(hp string) (host, port string) {
+	if h, p, err := net.SplitHostPort(hp); err == nil {
+		return strings.Trim(h, "[]"), p
+	}
+	return strings.Trim(hp, "[]"), ""
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

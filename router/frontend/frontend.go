@@ -1,0 +1,229 @@
+// Package frontend turns each downstream wire into calls of the router and
+// the hub, and their answers back into that wire.
+//
+// What every frontend shares is transport-neutral and lives in the
+// Dispatcher: the rules a modern request must satisfy (Validate), the choice
+// between the router and the hub that the method table makes, the ordered
+// delivery of an upstream's progress and log notifications ahead of the
+// answer, and the framing of a subscription as a stream of messages. A
+// frontend supplies what its wire alone knows: how a message arrives, a
+// Mirror of request fields (the HTTP headers), and a Writer that carries
+// notifications and the answer back. The Streamable HTTP endpoint (HTTP) is
+// one such frontend; cross-cutting HTTP concerns (Host and Origin checks,
+// authentication, body limits) are links of a chain around it (chain.go).
+package frontend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/router"
+	"github.com/manifold-mcp/manifold/router/hub"
+)
+
+// Writer carries one request's answer back over a frontend's wire: any
+// number of notifications, then exactly one Result or Error. One goroutine
+// at a time uses it.
+type Writer interface {
+	// Notify sends a notification ahead of the answer. It may block while
+	// the client is slow (within the frontend's own write deadline), and
+	// fails once the client is gone.
+	Notify(msg []byte) error
+	Result(id, result json.RawMessage)
+	Error(id json.RawMessage, err *jsonrpc.Error)
+}
+
+// KeepAliver is a Writer that can tell a quiet client its stream is alive.
+type KeepAliver interface {
+	KeepAlive() error
+}
+
+// Mirror is a transport's own copy of request fields, which must agree with
+// the body: the MCP-Protocol-Version, Mcp-Method and Mcp-Name headers of
+// Streamable HTTP. A transport without one (stdio) passes nil.
+type Mirror interface {
+	// Check reports a -32020 error unless the mirrored field (an
+	// mcp.Header* name) is present once and holds want.
+	Check(field, want string) *jsonrpc.Error
+}
+
+// Options configure a Dispatcher.
+type Options struct {
+	// Handler answers every request that is not a stream.
+	Handler router.Handler
+	// Hub serves subscriptions/listen; without it the method is unknown.
+	Hub *hub.Hub
+	// KeepAlive is the interval of keep-alives on a quiet subscription.
+	KeepAlive time.Duration
+	Logger    *slog.Logger
+}
+
+// Dispatcher is the transport-neutral part of every frontend.
+type Dispatcher struct {
+	o Options
+}
+
+// NewDispatcher returns a Dispatcher.
+func NewDispatcher(o Options) *Dispatcher {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 25 * time.Second
+	}
+	return &Dispatcher{o: o}
+}
+
+// Validate checks a modern request (msg.IsRequest) in the order the
+// specification's examples and the conformance suite agree on: required
+// `_meta` members (-32602), then the mirrored version against `_meta`
+// (-32020: a mismatch beats an unsupported version), then the version
+// itself (-32022), then the mirrored method and name (-32020).
+func Validate(msg *jsonrpc.Message, mirror Mirror) (*mcp.Request, *jsonrpc.Error) {
+	params, err := msg.ParamsObject()
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params must be an object")
+	}
+	meta, err := params.Object("_meta")
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta must be an object")
+	}
+	delete(params, "_meta")
+	version, ok := meta.Str(mcp.MetaProtocolVersion)
+	if !ok || version == "" {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta[%q] is required and must be a string", mcp.MetaProtocolVersion)
+	}
+	if caps := meta[mcp.MetaClientCapabilities]; len(caps) == 0 || caps[0] != '{' {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta[%q] is required and must be an object", mcp.MetaClientCapabilities)
+	}
+	if rpcErr := check(mirror, mcp.HeaderProtocolVersion, version); rpcErr != nil {
+		return nil, rpcErr
+	}
+	if version != mcp.Version {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeUnsupportedVersion, "unsupported protocol version %q", version).
+			WithData(map[string]any{"supported": []string{mcp.Version}, "requested": version})
+	}
+	if rpcErr := check(mirror, mcp.HeaderMethod, msg.Method); rpcErr != nil {
+		return nil, rpcErr
+	}
+	if m, ok := mcp.Lookup(msg.Method); ok && m.NameParam != "" {
+		name, ok := params.Str(m.NameParam)
+		if _, present := params[m.NameParam]; present && !ok {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.%s must be a string", m.NameParam)
+		}
+		if rpcErr := check(mirror, mcp.HeaderName, name); rpcErr != nil {
+			return nil, rpcErr
+		}
+	}
+	return &mcp.Request{Method: msg.Method, Params: params, Meta: meta}, nil
+}
+
+func check(mirror Mirror, field, want string) *jsonrpc.Error {
+	if mirror == nil {
+		return nil
+	}
+	return mirror.Check(field, want)
+}
+
+// IsStream reports whether method is answered with a stream of messages.
+func IsStream(method string) bool {
+	m, ok := mcp.Lookup(method)
+	return ok && m.Route == mcp.RouteStream
+}
+
+// Serve answers the validated request req, whose id is id, over w. It
+// returns when the answer is written or the caller is gone (ctx).
+func (d *Dispatcher) Serve(ctx context.Context, id json.RawMessage, req *mcp.Request, w Writer) {
+	if IsStream(req.Method) && d.o.Hub != nil {
+		d.listen(ctx, id, req, w)
+		return
+	}
+	n := &notifier{w: w}
+	_, n.progress = req.Meta[mcp.MetaProgressToken]
+	_, n.logs = req.Meta[mcp.MetaLogLevel]
+	req.Notify = n.notify
+	res, err := d.o.Handler.Handle(ctx, req)
+	n.finish()
+	if err != nil {
+		w.Error(id, d.answerable(req.Method, err))
+		return
+	}
+	w.Result(id, res)
+}
+
+// answerable turns a handler's error into what the caller may see: a
+// *jsonrpc.Error as it is, anything else (a bug) as an internal error, with
+// the details in the log.
+func (d *Dispatcher) answerable(method string, err error) *jsonrpc.Error {
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return rpcErr
+	}
+	d.o.Logger.Error("handler failed", "method", method, "err", err)
+	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error")
+}
+
+// notifier passes the request-scoped notifications an upstream sends while
+// serving a request (progress, log messages) to the caller's Writer, in
+// order and only those the caller asked for. They are queued, never written
+// by the goroutine that delivers them: that goroutine may be an upstream's
+// only reader (stdio), which a client that stops reading must not block. A
+// full queue drops.
+type notifier struct {
+	w              Writer
+	progress, logs bool
+
+	mu    sync.Mutex
+	done  bool
+	queue chan []byte   // nil until the first notification
+	wrote chan struct{} // closed when the queue is drained
+}
+
+const notifyQueue = 32
+
+func (n *notifier) notify(m *jsonrpc.Message) {
+	if !(m.Method == mcp.NotifyProgress && n.progress || m.Method == mcp.NotifyMessage && n.logs) {
+		return
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.done {
+		return
+	}
+	if n.queue == nil {
+		n.queue, n.wrote = make(chan []byte, notifyQueue), make(chan struct{})
+		go func() {
+			defer close(n.wrote)
+			for b := range n.queue {
+				_ = n.w.Notify(b)
+			}
+		}()
+	}
+	select {
+	case n.queue <- b:
+	default:
+	}
+}
+
+// finish stops taking notifications and waits until the queued ones are
+// written, so the answer comes last.
+func (n *notifier) finish() {
+	n.mu.Lock()
+	n.done = true
+	queue := n.queue
+	n.mu.Unlock()
+	if queue != nil {
+		close(queue)
+		<-n.wrote
+	}
+}

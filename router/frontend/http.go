@@ -1,0 +1,219 @@
+package frontend
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/sse"
+)
+
+// HTTP is the modern Streamable HTTP frontend: POST /mcp, stateless. It
+// checks what HTTP alone carries (method, media types, the body, the
+// mirrored headers) and leaves the rest to the Dispatcher. Host and Origin
+// checks, authentication and the body limit are links of the chain around
+// it. Nothing a client sends can make it wait forever: the request's
+// context carries the client's disconnect to the upstream call, and streams
+// have write deadlines.
+type HTTP struct {
+	d *Dispatcher
+}
+
+// NewHTTP returns the HTTP frontend of d.
+func NewHTTP(d *Dispatcher) *HTTP { return &HTTP{d: d} }
+
+func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "method %s not allowed: this endpoint is stateless and accepts POST only", r.Method), http.StatusMethodNotAllowed)
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" && mediaType(ct) != "application/json" {
+		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Content-Type must be application/json"), http.StatusUnsupportedMediaType)
+		return
+	}
+	wantJSON, wantSSE := accepts(r.Header.Values("Accept"))
+	if !wantJSON && !wantSSE {
+		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Accept must include application/json or text/event-stream"), http.StatusNotAcceptable)
+		return
+	}
+	msg, ok := readMessage(w, r)
+	if !ok {
+		return
+	}
+	if !msg.IsRequest() {
+		// Notifications and responses: nothing to answer in a stateless
+		// endpoint (a client closes a stream to cancel its request).
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	req, rpcErr := Validate(msg, headerMirror(r.Header))
+	if rpcErr != nil {
+		writeError(w, msg.ID, rpcErr, status(rpcErr.Code))
+		return
+	}
+	if IsStream(req.Method) && !wantSSE {
+		writeError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "%s answers with an event stream: Accept must include text/event-stream", req.Method), http.StatusNotAcceptable)
+		return
+	}
+	req.Header = r.Header
+	h.d.Serve(r.Context(), msg.ID, req, &httpWriter{w: w, sseOK: wantSSE})
+}
+
+// readMessage reads and decodes the body, answering a failure itself.
+func readMessage(w http.ResponseWriter, r *http.Request) (*jsonrpc.Message, bool) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "request body larger than %d bytes", tooLarge.Limit), http.StatusRequestEntityTooLarge)
+			return nil, false
+		}
+		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeParseError, "reading body: %v", err), http.StatusBadRequest)
+		return nil, false
+	}
+	msg, rpcErr := jsonrpc.Decode(body)
+	if rpcErr != nil {
+		var id json.RawMessage
+		if msg != nil {
+			id = msg.ID
+		}
+		writeError(w, id, rpcErr, http.StatusBadRequest)
+		return nil, false
+	}
+	return msg, true
+}
+
+// headerMirror is the Mirror of Streamable HTTP: the request headers.
+type headerMirror http.Header
+
+// Check verifies that header field is present once and, decoded, is want.
+func (m headerMirror) Check(field, want string) *jsonrpc.Error {
+	raw := http.Header(m).Values(field)
+	if len(raw) != 1 {
+		return jsonrpc.Errorf(jsonrpc.CodeHeaderMismatch, "header %s is required exactly once", field)
+	}
+	got, err := mcp.DecodeHeader(raw[0])
+	if err != nil {
+		return jsonrpc.Errorf(jsonrpc.CodeHeaderMismatch, "header %s: %v", field, err)
+	}
+	if got != want {
+		return jsonrpc.Errorf(jsonrpc.CodeHeaderMismatch, "header %s does not match the request body", field)
+	}
+	return nil
+}
+
+// httpWriter answers with JSON, or switches to SSE when a notification must
+// go out first (and the client accepts SSE; otherwise notifications are
+// dropped and the answer comes alone).
+type httpWriter struct {
+	w      http.ResponseWriter
+	sseOK  bool
+	stream *sse.Writer // set once streaming
+}
+
+func (o *httpWriter) Notify(msg []byte) error {
+	if !o.sseOK {
+		return nil
+	}
+	if o.stream == nil {
+		o.stream = sse.NewWriter(o.w)
+		o.w.WriteHeader(http.StatusOK)
+	}
+	return o.stream.Event(msg)
+}
+
+func (o *httpWriter) KeepAlive() error {
+	if o.stream == nil {
+		return nil
+	}
+	return o.stream.Comment("keep-alive")
+}
+
+func (o *httpWriter) Result(id, res json.RawMessage) {
+	if o.stream != nil {
+		_ = o.stream.Event(jsonrpc.AppendResult(nil, id, res))
+		return
+	}
+	// The result is written in place, not copied into one buffer: for a
+	// cache hit this copy would be most of the work left.
+	h := o.w.Header()
+	h["Content-Type"] = []string{"application/json"} // canonical keys: no need for Set
+	h["Content-Length"] = []string{strconv.Itoa(len(resultPrefix) + len(id) + len(resultInfix) + len(res) + len(resultSuffix))}
+	o.w.WriteHeader(http.StatusOK)
+	for _, p := range [][]byte{resultPrefix, id, resultInfix, res, resultSuffix} {
+		_, _ = o.w.Write(p)
+	}
+}
+
+func (o *httpWriter) Error(id json.RawMessage, e *jsonrpc.Error) {
+	if o.stream != nil {
+		_ = o.stream.Event(jsonrpc.AppendError(nil, id, e))
+		return
+	}
+	writeError(o.w, id, e, status(e.Code))
+}
+
+var (
+	resultPrefix = []byte(`{"jsonrpc":"2.0","id":`)
+	resultInfix  = []byte(`,"result":`)
+	resultSuffix = []byte(`}`)
+)
+
+// status maps a JSON-RPC error to the HTTP status 2026-07-28 gives it.
+func status(code int64) int {
+	switch code {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeInvalidParams,
+		jsonrpc.CodeHeaderMismatch, jsonrpc.CodeMissingCapability, jsonrpc.CodeUnsupportedVersion:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+func writeError(w http.ResponseWriter, id json.RawMessage, e *jsonrpc.Error, code int) {
+	body := jsonrpc.AppendError(nil, id, e)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}
+
+func mediaType(v string) string {
+	mt, _, _ := mime.ParseMediaType(v)
+	return mt
+}
+
+// accepts reports whether the Accept header admits JSON and SSE. A missing
+// header admits both.
+func accepts(values []string) (json, sse bool) {
+	if len(values) == 0 {
+		return true, true
+	}
+	if len(values) == 1 && values[0] == "application/json, text/event-stream" {
+		return true, true // what every conforming client sends
+	}
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			switch mt {
+			case "application/json", "application/*":
+				json = true
+			case "text/event-stream", "text/*":
+				sse = true
+			case "*/*":
+				json, sse = true, true
+			}
+		}
+	}
+	return json, sse
+}

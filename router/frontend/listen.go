@@ -1,0 +1,95 @@
+package frontend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/router/hub"
+)
+
+// listen serves a modern subscriptions/listen: the acknowledgment, tagged
+// with the request's id and carrying what Manifold honours, then each event
+// of the hub's subscription tagged the same way, until the caller leaves, the
+// subscriber falls behind, or Manifold shuts down (which answers the request
+// with its graceful-closure result).
+func (d *Dispatcher) listen(ctx context.Context, id json.RawMessage, req *mcp.Request, w Writer) {
+	var filter mcp.SubscriptionFilter
+	raw, ok := req.Params["notifications"]
+	if !ok || len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &filter) != nil {
+		w.Error(id, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.notifications must be a subscription filter object"))
+		return
+	}
+	sub, err := d.o.Hub.Subscribe(ctx, filter)
+	if err != nil {
+		w.Error(id, d.answerable(req.Method, err))
+		return
+	}
+	defer sub.Close()
+	if w.Notify(acknowledged(id, sub.Honoured)) != nil {
+		return
+	}
+	var tick <-chan time.Time
+	ka, canKeepAlive := w.(KeepAliver)
+	if canKeepAlive {
+		t := time.NewTicker(d.o.KeepAlive)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case ev := <-sub.Events():
+			if w.Notify(eventMessage(id, ev)) != nil {
+				return
+			}
+		case <-tick:
+			if ka.KeepAlive() != nil {
+				return
+			}
+		case <-sub.Ended():
+			if errors.Is(sub.Err(), hub.ErrClosing) {
+				w.Result(id, closure(id))
+				return
+			}
+			d.o.Logger.Warn("subscriber too slow; closing its stream", "subscriptionId", string(id))
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// The messages of a listen stream, built by hand: the fan-out encodes one
+// per subscriber.
+
+func tagged(method string, id json.RawMessage, extra string) []byte {
+	b := make([]byte, 0, 128+len(extra))
+	b = append(b, `{"jsonrpc":"2.0","method":`...)
+	b = strconv.AppendQuote(b, method)
+	b = append(b, `,"params":{"_meta":{"io.modelcontextprotocol/subscriptionId":`...)
+	b = append(b, id...)
+	b = append(b, '}')
+	b = append(b, extra...)
+	return append(b, "}}"...)
+}
+
+func eventMessage(id json.RawMessage, ev hub.Event) []byte {
+	if ev.List != nil {
+		return tagged(ev.List.Notification, id, "")
+	}
+	return tagged(mcp.NotifyResourceUpdated, id, `,"uri":`+string(jsonrpc.Quote(ev.URI)))
+}
+
+func acknowledged(id json.RawMessage, honoured mcp.SubscriptionFilter) []byte {
+	f, _ := json.Marshal(honoured)
+	return tagged(mcp.NotifyAcknowledged, id, `,"notifications":`+string(f))
+}
+
+// closure is the listen request's result: the server ended it gracefully.
+func closure(id json.RawMessage) json.RawMessage {
+	return json.RawMessage(`{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":` + string(id) + `}}`)
+}

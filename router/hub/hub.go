@@ -1,0 +1,390 @@
+// Package hub fans each downstream subscription out to the upstreams and
+// fans their notifications back in.
+//
+// A subscriber registers what it watches: lists (by the notification that
+// reports their changes) and namespaced resource URIs. The hub keeps a
+// reference count per upstream and URI and hands each upstream the set it
+// must watch, so any number of subscribers of one URI cost that upstream one
+// subscription, and the last one leaving releases it. Upstream notifications
+// come back as events: the hub first invalidates the cache (so a subscriber
+// that re-reads gets the new answer), then queues an Event, in the merged
+// view, for every subscriber that wants it. A watch that was down and came
+// back counts as a change to everything watched on that upstream.
+//
+// The hub knows no wire. A Subscription is a channel of events; each
+// frontend writes them out in its own framing (a modern listen stream, a
+// legacy session's GET stream, stdout). Each queue is bounded: a subscriber
+// too slow to drain it is ended rather than allowed to hold memory, and can
+// subscribe again.
+package hub
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/namespace"
+	"github.com/manifold-mcp/manifold/upstream"
+)
+
+// Invalidator is the part of the cache the hub drives: an upstream's change
+// makes its cached answers unreachable before anyone is told of it.
+type Invalidator interface {
+	Invalidate(ctx context.Context, upstream, tag string)
+	InvalidateUpstream(ctx context.Context, upstream string)
+}
+
+// Options configure a Hub.
+type Options struct {
+	Upstreams *upstream.Registry
+	Namespace namespace.Namespace
+	// Invalidator is told of every change first; may be nil.
+	Invalidator Invalidator
+	Logger      *slog.Logger
+	// MaxStreams bounds the open subscriptions.
+	MaxStreams int
+	// Queue is how many events may wait for one slow subscriber.
+	Queue int
+}
+
+// Event is one change a subscriber is told of, in the merged view: a list
+// (List set) or a resource (URI set).
+type Event struct {
+	List *mcp.ListChange
+	URI  string
+}
+
+// Why a subscription ended.
+var (
+	ErrSlow    = errors.New("subscriber too slow: its queue overflowed")
+	ErrClosing = errors.New("shutting down")
+)
+
+// Hub is safe for concurrent use.
+type Hub struct {
+	o Options
+
+	mu      sync.Mutex
+	subs    map[*Subscription]struct{}
+	byURI   map[string]map[string]map[*Subscription]struct{} // upstream → its URI → subscribers
+	closed  bool
+	streams sync.WaitGroup
+}
+
+// Subscription is one subscriber's registration and its queue of events.
+type Subscription struct {
+	// Honoured is the part of the requested filter Manifold delivers.
+	Honoured mcp.SubscriptionFilter
+
+	h      *Hub
+	lists  []*mcp.ListChange   // the list changes it is told of
+	uris   map[string][]string // upstream → its own URIs watched
+	events chan Event
+	ended  chan struct{}
+	once   sync.Once
+	err    error // why it ended; written before ended is closed
+	closed sync.Once
+}
+
+// New returns a Hub.
+func New(o Options) *Hub {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Queue <= 0 {
+		o.Queue = 64
+	}
+	return &Hub{o: o, subs: map[*Subscription]struct{}{}, byURI: map[string]map[string]map[*Subscription]struct{}{}}
+}
+
+// Events delivers the subscription's events in order.
+func (s *Subscription) Events() <-chan Event { return s.events }
+
+// Ended is closed when the hub ends the subscription; Err then says why.
+func (s *Subscription) Ended() <-chan struct{} { return s.ended }
+
+// Err is ErrSlow or ErrClosing once Ended is closed, and nil before.
+func (s *Subscription) Err() error {
+	select {
+	case <-s.ended:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+func (s *Subscription) end(err error) {
+	s.once.Do(func() {
+		s.err = err
+		close(s.ended)
+	})
+}
+
+// Close releases the subscription and what it watched upstream. It is safe
+// to call more than once.
+func (s *Subscription) Close() {
+	s.closed.Do(func() { s.h.unregister(s) })
+}
+
+// OnEvent receives an upstream's announcements (upstream.Options.OnEvent).
+func (h *Hub) OnEvent(name string, ev upstream.Event) {
+	h.invalidate(name, ev)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch ev.Kind {
+	case upstream.ListChanged:
+		for s := range h.subs {
+			if s.wants(ev.List) {
+				h.send(s, Event{List: ev.List})
+			}
+		}
+	case upstream.ResourceUpdated:
+		uri := h.o.Namespace.Join(name, ev.URI)
+		for s := range h.byURI[name][ev.URI] {
+			h.send(s, Event{URI: uri})
+		}
+	case upstream.Missed:
+		for s := range h.subs {
+			for _, lc := range s.lists {
+				h.send(s, Event{List: lc})
+			}
+			for _, inner := range s.uris[name] {
+				h.send(s, Event{URI: h.o.Namespace.Join(name, inner)})
+			}
+		}
+	}
+}
+
+// invalidate makes the cache forget what changed, before anyone is told:
+// whoever is told of a change and reads again must not be served what
+// changed.
+func (h *Hub) invalidate(name string, ev upstream.Event) {
+	inv := h.o.Invalidator
+	if inv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	switch ev.Kind {
+	case upstream.ListChanged:
+		inv.Invalidate(ctx, name, ev.List.Tag)
+	case upstream.ResourceUpdated:
+		inv.Invalidate(ctx, name, ev.URI)
+	case upstream.Missed:
+		inv.InvalidateUpstream(ctx, name)
+	}
+}
+
+func (s *Subscription) wants(lc *mcp.ListChange) bool {
+	for _, l := range s.lists {
+		if l == lc {
+			return true
+		}
+	}
+	return false
+}
+
+// send queues ev for s without ever blocking the fan-out; h.mu is held.
+func (h *Hub) send(s *Subscription, ev Event) {
+	select {
+	case s.events <- ev:
+	default:
+		s.end(ErrSlow)
+	}
+}
+
+// ackWait bounds how long Subscribe waits for the upstream subscriptions it
+// promises, and for upstreams still negotiating.
+const ackWait = 3 * time.Second
+
+// Subscribe registers a subscriber for f. It returns once the upstream
+// subscriptions it promises carry the new URIs (or after a short bound: an
+// upstream that is down does not hold it up, and when its watch comes back
+// the subscriber is told that anything may have changed).
+func (h *Hub) Subscribe(ctx context.Context, f mcp.SubscriptionFilter) (*Subscription, error) {
+	s := &Subscription{h: h, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{})}
+	set := h.o.Upstreams.Load()
+	caps := h.capabilities(ctx, set)
+	s.honour(f, caps, set, h.o.Namespace)
+	pending, err := h.register(s, set)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, ackWait)
+	defer cancel()
+	for u, v := range pending {
+		u.WaitWatched(wctx, v)
+	}
+	return s, nil
+}
+
+// honour decides what of f Manifold can deliver: a list change if Manifold
+// serves the list and some upstream reports its changes, a URI if an
+// upstream that can subscribe serves it.
+func (s *Subscription) honour(f mcp.SubscriptionFilter, caps map[string]mcp.Capabilities, set *upstream.Set, ns namespace.Namespace) {
+	for _, lc := range mcp.ListChanges {
+		if _, served := mcp.Lookup(lc.List); served && *lc.Wanted(&f) && anyOf(caps, lc.Declared) {
+			*lc.Wanted(&s.Honoured) = true
+			s.lists = append(s.lists, lc)
+		}
+	}
+	for _, uri := range f.ResourceSubscriptions {
+		targets := targets(uri, caps, set, ns)
+		for name, inner := range targets {
+			s.uris[name] = append(s.uris[name], inner)
+		}
+		if len(targets) > 0 {
+			s.Honoured.ResourceSubscriptions = append(s.Honoured.ResourceSubscriptions, uri)
+		}
+	}
+}
+
+// register records s, reserving its slot under the bound, and returns the
+// watch versions of the upstreams whose subscriptions changed.
+func (h *Hub) register(s *Subscription, set *upstream.Set) (map[*upstream.Upstream]uint64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "shutting down")
+	}
+	if h.o.MaxStreams > 0 && len(h.subs) >= h.o.MaxStreams {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "too many open subscription streams")
+	}
+	pending := map[*upstream.Upstream]uint64{}
+	h.subs[s] = struct{}{}
+	h.streams.Add(1)
+	for name, uris := range s.uris {
+		for _, inner := range uris {
+			if h.byURI[name] == nil {
+				h.byURI[name] = map[string]map[*Subscription]struct{}{}
+			}
+			if h.byURI[name][inner] == nil {
+				h.byURI[name][inner] = map[*Subscription]struct{}{}
+			}
+			h.byURI[name][inner][s] = struct{}{}
+		}
+		if u := set.Get(name); u != nil {
+			pending[u] = h.resync(u)
+		}
+	}
+	return pending, nil
+}
+
+func (h *Hub) unregister(s *Subscription) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.subs, s)
+	set := h.o.Upstreams.Load()
+	for name, uris := range s.uris {
+		for _, inner := range uris {
+			delete(h.byURI[name][inner], s)
+			if len(h.byURI[name][inner]) == 0 {
+				delete(h.byURI[name], inner)
+			}
+		}
+		if u := set.Get(name); u != nil {
+			h.resync(u)
+		}
+	}
+	h.streams.Done()
+}
+
+// resync hands an upstream the URIs it must watch: those with at least one
+// subscriber. It returns the version of that set. h.mu is held.
+func (h *Hub) resync(u *upstream.Upstream) uint64 {
+	uris := make([]string, 0, len(h.byURI[u.Name()]))
+	for inner := range h.byURI[u.Name()] {
+		uris = append(uris, inner)
+	}
+	return u.Watch(uris)
+}
+
+// capabilities returns what each upstream declared, waiting (boundedly) for
+// upstreams still negotiating: a subscription that arrives just after
+// startup must not be refused for want of an answer yet to come.
+func (h *Hub) capabilities(ctx context.Context, set *upstream.Set) map[string]mcp.Capabilities {
+	ctx, cancel := context.WithTimeout(ctx, ackWait)
+	defer cancel()
+	out := make(map[string]mcp.Capabilities, len(set.All()))
+	for _, u := range set.All() {
+		c, ok := u.Capabilities()
+		if !ok {
+			info, err := u.Info(ctx)
+			if err != nil {
+				continue
+			}
+			c = info.Capabilities
+		}
+		out[u.Name()] = c
+	}
+	return out
+}
+
+func anyOf(caps map[string]mcp.Capabilities, f func(mcp.Capabilities) bool) bool {
+	for _, c := range caps {
+		if f(c) {
+			return true
+		}
+	}
+	return false
+}
+
+func canSubscribe(c mcp.Capabilities) bool { return c.Resources != nil && c.Resources.Subscribe }
+
+// targets maps a namespaced URI to the upstreams that can tell of its
+// changes, with the upstream's own URI. Without namespaces every upstream
+// that can subscribe watches it.
+func targets(uri string, caps map[string]mcp.Capabilities, set *upstream.Set, ns namespace.Namespace) map[string]string {
+	out := map[string]string{}
+	if ns.Prefix {
+		name, inner, ok := ns.Split(uri)
+		if c, known := caps[name]; ok && known && canSubscribe(c) {
+			out[name] = inner
+		}
+		return out
+	}
+	for _, u := range set.All() {
+		if c, known := caps[u.Name()]; known && canSubscribe(c) {
+			out[u.Name()] = uri
+		}
+	}
+	return out
+}
+
+// Capabilities is what Manifold can honour of resource subscriptions right
+// now, for server/discover: list changes if any upstream reports them,
+// updates if any upstream can subscribe. It does not wait for upstreams
+// still negotiating.
+func (h *Hub) Capabilities() mcp.ResourcesCapability {
+	caps := map[string]mcp.Capabilities{}
+	for _, u := range h.o.Upstreams.Load().All() {
+		if c, ok := u.Capabilities(); ok {
+			caps[u.Name()] = c
+		}
+	}
+	lists, _ := mcp.ListChangeOf(mcp.NotifyResourcesChanged)
+	return mcp.ResourcesCapability{ListChanged: anyOf(caps, lists.Declared), Subscribe: anyOf(caps, canSubscribe)}
+}
+
+// Close ends every subscription (ErrClosing) and waits, up to ctx, for their
+// frontends to close them.
+func (h *Hub) Close(ctx context.Context) error {
+	h.mu.Lock()
+	h.closed = true
+	for s := range h.subs {
+		s.end(ErrClosing)
+	}
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() { h.streams.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return errors.New("subscription streams still open")
+	}
+}
