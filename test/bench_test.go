@@ -164,7 +164,7 @@ func BenchmarkCachedRead(b *testing.B) {
 	rs := redistest.Start(b)
 	redisOnly := startProxy(b, fmt.Sprintf("cache: {memory: {max_bytes: 0}, secret: bench-secret-0123456789, redis: {url: %q}}\nupstreams:", rs.URL())+httpUpstreamYAML("h", up.URL))
 	benchPost(b, redisOnly.URL, h, body)
-	time.Sleep(200 * time.Millisecond) // the shared write is asynchronous
+	redisEntries(b, rs, "public", 1)
 	b.Run("manifold-redis-hit", func(b *testing.B) { parallel(b, redisOnly.URL, h, body) })
 }
 

@@ -262,7 +262,8 @@ func TestCacheTwoReplicasShareRedis(t *testing.T) {
 	b := cachedProxy(t, up.URL, shared)
 	textA, _, _ := readAs(t, a.URL, "h+test://pub/9", "")
 	privA, _, _ := readAs(t, a.URL, "h+test://priv/9", "token-A")
-	time.Sleep(500 * time.Millisecond) // the shared write is asynchronous
+	redisEntries(t, rs, "public", 1)
+	redisEntries(t, rs, "private", 1)
 	textB, ttlB, _ := readAs(t, b.URL, "h+test://pub/9", "")
 	privB, _, _ := readAs(t, b.URL, "h+test://priv/9", "token-A")
 	if textA != textB || privA != privB || h.count("test://pub/9") != 1 || h.count("test://priv/9") != 1 {

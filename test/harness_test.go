@@ -23,6 +23,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/cmd/manifold/process"
 	"github.com/manifold-mcp/manifold/internal/config"
+	"github.com/manifold-mcp/manifold/internal/redistest"
 )
 
 // manifoldBin is the manifold binary built once for the tests that need a
@@ -309,4 +310,17 @@ func eventually(t testing.TB, d time.Duration, f func() error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// redisEntries waits until Redis holds n cache entries of scope (public or
+// private): the proxy writes to Redis asynchronously.
+func redisEntries(t testing.TB, rs *redistest.Server, scope string, n int) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		keys, err := rs.Client().Keys(context.Background(), "*:"+scope+":*").Result()
+		if err != nil || len(keys) != n {
+			return fmt.Errorf("%d %s entries in redis (%v), want %d", len(keys), scope, err, n)
+		}
+		return nil
+	})
 }

@@ -32,7 +32,7 @@ func TestLeak01PrivateNeverCrossesCredentials(t *testing.T) {
 	shared := fmt.Sprintf("cache: {secret: leak-secret-0123456789, redis: {url: %q}}\n", rs.URL())
 	a, b := cachedProxy(t, up.URL, shared), cachedProxy(t, up.URL, shared)
 	readAs(t, a.URL, "h+test://priv/1", "token-A")
-	time.Sleep(300 * time.Millisecond)
+	redisEntries(t, rs, "private", 1)
 	for _, p := range []*proxy{a, b} {
 		if text, _, _ := readAs(t, p.URL, "h+test://priv/1", "token-B"); !strings.Contains(text, "for=Bearer token-B") {
 			t.Errorf("B was served %q", text)

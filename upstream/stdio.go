@@ -137,48 +137,18 @@ func (c *stdioConn) start(gen uint64) (*process, error) {
 	// Its own process group, so a terminal's Ctrl-C reaches Manifold only,
 	// and Manifold decides how its children stop.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// Pipes of our own rather than cmd's: their ends support deadlines
-	// (a child that stops reading stdin cannot block a caller forever),
-	// and stdout can be closed when the child has exited even if a
-	// grandchild still holds it open.
-	inR, inW, err := os.Pipe()
+	stdin, stdout, stderr, err := startPiped(cmd)
 	if err != nil {
 		return nil, err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	err = cmd.Start()
-	// The child has its copies; ours of its ends would keep the pipes open.
-	inR.Close()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		inW.Close()
-		outR.Close()
-		errR.Close()
-		return nil, err
-	}
-	p := &process{gen: gen, cmd: cmd, stdin: inW, pending: map[string]*pendingCall{}, listens: map[string]*listening{}, exited: make(chan struct{})}
+	p := &process{gen: gen, cmd: cmd, stdin: stdin, pending: map[string]*pendingCall{}, listens: map[string]*listening{}, exited: make(chan struct{})}
 	c.log.Info("upstream process started", "pid", cmd.Process.Pid, "generation", gen)
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		c.readLoop(p, outR)
+		c.readLoop(p, stdout)
 	}()
-	go c.logStderr(errR)
+	go c.logStderr(stderr)
 	go func() {
 		_ = cmd.Wait()
 		// Let stdout drain what the child wrote before it died, then stop
@@ -186,16 +156,51 @@ func (c *stdioConn) start(gen uint64) (*process, error) {
 		select {
 		case <-readDone:
 		case <-time.After(time.Second):
-			_ = outR.SetReadDeadline(time.Now())
+			_ = stdout.SetReadDeadline(time.Now())
 			<-readDone
 		}
-		outR.Close()
-		inW.Close()
-		_ = errR.SetReadDeadline(time.Now().Add(time.Second))
+		stdout.Close()
+		stdin.Close()
+		_ = stderr.SetReadDeadline(time.Now().Add(time.Second))
 		p.failPending()
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// startPiped starts cmd on pipes of our own rather than cmd's: their ends
+// support deadlines (a child that stops reading stdin cannot block a caller
+// forever), and stdout can be closed when the child has exited even if a
+// grandchild still holds it open. It returns our ends.
+func startPiped(cmd *exec.Cmd) (stdin, stdout, stderr *os.File, err error) {
+	var theirs, ours []*os.File
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			f.Close()
+		}
+	}
+	for i := 0; i < 3; i++ {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(theirs)
+			closeAll(ours)
+			return nil, nil, nil, err
+		}
+		if i == 0 { // stdin: the child reads
+			theirs, ours = append(theirs, r), append(ours, w)
+		} else {
+			theirs, ours = append(theirs, w), append(ours, r)
+		}
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = theirs[0], theirs[1], theirs[2]
+	err = cmd.Start()
+	// The child has its copies; ours of its ends would keep the pipes open.
+	closeAll(theirs)
+	if err != nil {
+		closeAll(ours)
+		return nil, nil, nil, err
+	}
+	return ours[0], ours[1], ours[2], nil
 }
 
 // logStderr copies the child's stderr to the log, a line an entry.

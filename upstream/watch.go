@@ -334,64 +334,18 @@ func (u *Upstream) watchModern(ctx context.Context, s *session) error {
 var errGracefulClose = errors.New("subscription closed by the server")
 
 func (u *Upstream) watchLegacy(ctx context.Context, s *session) error {
-	canSubscribe := s.Capabilities.Resources != nil && s.Capabilities.Resources.Subscribe
 	subscribed := map[string]bool{}
-	var version uint64
-	sync := func() error {
-		uris, v := u.watched()
-		version = v
-		if !canSubscribe {
-			return nil
-		}
-		want := map[string]bool{}
-		for _, uri := range uris {
-			want[uri] = true
-		}
-		for uri := range want {
-			if !subscribed[uri] {
-				if err := u.legacySubscribe(ctx, s, mcp.MethodSubscribe, uri); err != nil {
-					return err
-				}
-				subscribed[uri] = true
-			}
-		}
-		for uri := range subscribed {
-			if !want[uri] {
-				if err := u.legacySubscribe(ctx, s, mcp.MethodUnsubscribe, uri); err != nil {
-					return err
-				}
-				delete(subscribed, uri)
-			}
-		}
-		return nil
-	}
-	// The stream that carries a legacy server's notifications: the GET
-	// stream of an HTTP session, the process's stdout for stdio.
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		err := u.conn.stream(sctx, s)
-		if errors.Is(err, errNoStream) {
-			// Nothing to watch for drops; notifications may still ride
-			// on responses.
-			u.log.Debug("upstream offers no notification stream")
-			<-sctx.Done()
-			err = nil
-		}
-		done <- err
-	}()
-	if err := sync(); err != nil {
-		return err
-	}
-	u.established(version)
+	done := u.legacyStream(sctx, s)
 	for {
+		v, err := u.syncLegacy(ctx, s, subscribed)
+		if err != nil {
+			return err
+		}
+		u.established(v)
 		select {
 		case <-u.w.changed:
-			if err := sync(); err != nil {
-				return err
-			}
-			u.established(version)
 		case err := <-done:
 			if err == nil {
 				err = errors.New("notification stream ended")
@@ -401,6 +355,55 @@ func (u *Upstream) watchLegacy(ctx context.Context, s *session) error {
 			return nil
 		}
 	}
+}
+
+// legacyStream holds the stream that carries a legacy server's
+// notifications (the GET stream of an HTTP session, the process's stdout
+// for stdio) and reports how it ended.
+func (u *Upstream) legacyStream(ctx context.Context, s *session) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		err := u.conn.stream(ctx, s)
+		if errors.Is(err, errNoStream) {
+			// Nothing to watch for drops; notifications may still ride
+			// on responses.
+			u.log.Debug("upstream offers no notification stream")
+			<-ctx.Done()
+			err = nil
+		}
+		done <- err
+	}()
+	return done
+}
+
+// syncLegacy brings the session's resources/subscribe set to the wanted
+// URIs and returns the version of the set it carries.
+func (u *Upstream) syncLegacy(ctx context.Context, s *session, subscribed map[string]bool) (uint64, error) {
+	uris, v := u.watched()
+	if s.Capabilities.Resources == nil || !s.Capabilities.Resources.Subscribe {
+		return v, nil
+	}
+	want := map[string]bool{}
+	for _, uri := range uris {
+		want[uri] = true
+	}
+	for uri := range want {
+		if !subscribed[uri] {
+			if err := u.legacySubscribe(ctx, s, mcp.MethodSubscribe, uri); err != nil {
+				return v, err
+			}
+			subscribed[uri] = true
+		}
+	}
+	for uri := range subscribed {
+		if !want[uri] {
+			if err := u.legacySubscribe(ctx, s, mcp.MethodUnsubscribe, uri); err != nil {
+				return v, err
+			}
+			delete(subscribed, uri)
+		}
+	}
+	return v, nil
 }
 
 func (u *Upstream) legacySubscribe(ctx context.Context, s *session, method, uri string) error {

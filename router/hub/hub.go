@@ -72,7 +72,7 @@ type Hub struct {
 	subs    map[*Subscription]struct{}
 	byURI   map[string]map[string]map[*Subscription]struct{} // upstream → its URI → subscribers
 	closed  bool
-	streams sync.WaitGroup
+	drained chan struct{} // closed once closed and no subscription is left
 }
 
 // Subscription is one subscriber's registration and its queue of events.
@@ -98,7 +98,7 @@ func New(o Options) *Hub {
 	if o.Queue <= 0 {
 		o.Queue = 64
 	}
-	return &Hub{o: o, subs: map[*Subscription]struct{}{}, byURI: map[string]map[string]map[*Subscription]struct{}{}}
+	return &Hub{o: o, subs: map[*Subscription]struct{}{}, byURI: map[string]map[string]map[*Subscription]struct{}{}, drained: make(chan struct{})}
 }
 
 // Events delivers the subscription's events in order.
@@ -256,7 +256,6 @@ func (h *Hub) register(s *Subscription, set *upstream.Set) (map[*upstream.Upstre
 	}
 	pending := map[*upstream.Upstream]uint64{}
 	h.subs[s] = struct{}{}
-	h.streams.Add(1)
 	for name, uris := range s.uris {
 		for _, inner := range uris {
 			if h.byURI[name] == nil {
@@ -290,7 +289,9 @@ func (h *Hub) unregister(s *Subscription) {
 			h.resync(u)
 		}
 	}
-	h.streams.Done()
+	if h.closed && len(h.subs) == 0 {
+		close(h.drained)
+	}
 }
 
 // resync hands an upstream the URIs it must watch: those with at least one
@@ -374,15 +375,18 @@ func (h *Hub) Capabilities() mcp.ResourcesCapability {
 // frontends to close them.
 func (h *Hub) Close(ctx context.Context) error {
 	h.mu.Lock()
-	h.closed = true
+	if !h.closed {
+		h.closed = true
+		if len(h.subs) == 0 {
+			close(h.drained)
+		}
+	}
 	for s := range h.subs {
 		s.end(ErrClosing)
 	}
 	h.mu.Unlock()
-	done := make(chan struct{})
-	go func() { h.streams.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-h.drained:
 		return nil
 	case <-ctx.Done():
 		return errors.New("subscription streams still open")
