@@ -82,11 +82,12 @@ type Result struct {
 
 // page is one upstream's contribution.
 type page struct {
-	items []jsonrpc.Object
-	next  string
-	ttlMs int64
-	scope string
-	err   error
+	items      []jsonrpc.Object
+	next       string
+	ttlMs      int64
+	scope      string
+	resultType string
+	err        error
 }
 
 // List returns the merged page for req, a list request whose params may
@@ -172,7 +173,7 @@ func (m *Merger) assemble(upstreams []string, pending map[string]string, pages [
 		if m.Observe != nil {
 			m.Observe(upstreams, name, method.Name, p.items)
 		}
-		res.Items = m.appendItems(res.Items, p.items, name, method, seen)
+		res.Items = m.appendItems(res.Items, p.items, name, method.ID, seen)
 		if p.next != "" {
 			next[name] = p.next
 		}
@@ -191,13 +192,13 @@ func (m *Merger) assemble(upstreams []string, pending map[string]string, pages [
 }
 
 // appendItems adds one upstream's items, dropping (with Unique) those whose
-// identity an earlier upstream already listed.
-func (m *Merger) appendItems(out, items []jsonrpc.Object, upstream string, method *mcp.Method, seen map[string]string) []jsonrpc.Object {
+// identity an earlier upstream already listed. The Observer hears of the
+// collision: it sees every page whole.
+func (m *Merger) appendItems(out, items []jsonrpc.Object, upstream, idField string, seen map[string]string) []jsonrpc.Object {
 	for _, item := range items {
 		if m.Unique {
-			id := item.String(method.ID)
-			if first, dup := seen[id]; dup {
-				m.Log.Warn("two upstreams list the same item; keeping the first in configuration order", "method", method.Name, "id", id, "kept", first, "dropped", upstream)
+			id := item.String(idField)
+			if _, dup := seen[id]; dup {
 				continue
 			}
 			seen[id] = upstream
@@ -219,25 +220,35 @@ func fetchPage(ctx context.Context, f Fetcher, upstream string, req *mcp.Request
 	if err != nil {
 		return page{err: err}
 	}
-	var r struct {
-		ResultType string  `json:"resultType"`
-		NextCursor string  `json:"nextCursor"`
-		TTLms      float64 `json:"ttlMs"`
-		Scope      string  `json:"cacheScope"`
-	}
-	obj, err := jsonrpc.ParseObject(raw)
-	if err == nil {
-		err = json.Unmarshal(raw, &r)
-	}
-	var items []jsonrpc.Object
-	if err == nil {
-		_, err = obj.Get(listField, &items)
-	}
+	p, err := parsePage(raw, listField)
 	if err != nil {
 		return page{err: fmt.Errorf("malformed %s result: %w", method, err)}
 	}
-	if r.ResultType != "" && r.ResultType != mcp.ResultTypeComplete {
-		return page{err: fmt.Errorf("%s result has resultType %q", method, r.ResultType)}
+	if p.resultType != "" && p.resultType != mcp.ResultTypeComplete {
+		return page{err: fmt.Errorf("%s result has resultType %q", method, p.resultType)}
 	}
-	return page{items: items, next: r.NextCursor, ttlMs: mcp.NormalizeTTL(r.TTLms), scope: mcp.NormalizeScope(r.Scope)}
+	return p
+}
+
+// parsePage reads what a merge needs of one upstream's page: its items,
+// next cursor and cache hints.
+func parsePage(raw json.RawMessage, listField string) (page, error) {
+	var p page
+	obj, err := jsonrpc.ParseObject(raw)
+	if err != nil {
+		return p, err
+	}
+	if p.items, err = obj.Objects(listField); err != nil {
+		return p, err
+	}
+	var ttl float64
+	if _, err := obj.Get("ttlMs", &ttl); err != nil {
+		return p, err
+	}
+	if _, err := obj.Get("nextCursor", &p.next); err != nil {
+		return p, err
+	}
+	p.resultType = obj.String("resultType")
+	p.ttlMs, p.scope = mcp.NormalizeTTL(ttl), mcp.NormalizeScope(obj.String("cacheScope"))
+	return p, nil
 }

@@ -68,11 +68,12 @@ func (r *Router) readFrom(ctx context.Context, u *upstream.Upstream, req *mcp.Re
 	return res, nil
 }
 
-// decorate gives an upstream's read result what every result Manifold sends
-// must carry: resultType, cache hints for a complete result (a result
-// without them is stale at once and private), and Manifold's serverInfo in
-// `_meta`, keeping the upstream's other `_meta` members.
-func (r *Router) decorate(res json.RawMessage) (json.RawMessage, error) {
+// decorate gives an upstream's result what every result Manifold sends
+// must carry: resultType, cache hints for a complete result of a cacheable
+// method (a result without them is stale at once and private), and
+// Manifold's serverInfo in `_meta`, keeping the upstream's other `_meta`
+// members.
+func (r *Router) decorate(res json.RawMessage, cacheable bool) (json.RawMessage, error) {
 	obj, err := jsonrpc.ParseObject(res)
 	if err != nil {
 		return nil, err
@@ -82,7 +83,7 @@ func (r *Router) decorate(res json.RawMessage) (json.RawMessage, error) {
 		rt = mcp.ResultTypeComplete
 		_ = obj.Set("resultType", rt)
 	}
-	if rt == mcp.ResultTypeComplete {
+	if rt == mcp.ResultTypeComplete && cacheable {
 		if _, ok := obj["ttlMs"]; !ok {
 			obj["ttlMs"] = json.RawMessage("0")
 		}

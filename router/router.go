@@ -47,9 +47,6 @@ type Options struct {
 	Namespace namespace.Namespace
 	Codec     *merge.Codec
 	Logger    *slog.Logger
-	// Capabilities is what server/discover advertises, asked each time: it
-	// follows what the upstreams can do.
-	Capabilities func() mcp.Capabilities
 	// Cache answers what it can; nil means every call reaches its upstream.
 	Cache *cache.Cache
 }
@@ -62,8 +59,10 @@ type Router struct {
 	routes *routes
 	cache  *cache.Cache
 	log    *slog.Logger
-	caps   func() mcp.Capabilities
 	meta   json.RawMessage // the result `_meta` naming Manifold
+
+	learning marks // on-demand listings, by upstream and list
+	warned   marks // warnings logged once
 }
 
 // DiscoverTTL is how long clients may cache Manifold's server/discover: its
@@ -75,7 +74,7 @@ func New(o Options) *Router {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Router{ups: o.Upstreams, ns: o.Namespace, cache: o.Cache, log: o.Logger, caps: o.Capabilities, routes: newRoutes(o.Logger)}
+	r := &Router{ups: o.Upstreams, ns: o.Namespace, cache: o.Cache, log: o.Logger, routes: newRoutes(o.Logger)}
 	r.merger = &merge.Merger{
 		Codec:   o.Codec,
 		Log:     o.Logger,
@@ -99,11 +98,15 @@ func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage,
 	set := r.ups.Load()
 	switch m.Route {
 	case mcp.RouteLocal:
-		return r.discover()
+		return r.discover(set)
 	case mcp.RouteAll:
 		return r.list(ctx, set, m, req)
 	case mcp.RouteURI:
 		return r.read(ctx, set, req)
+	case mcp.RouteName:
+		return r.byName(ctx, set, m, req)
+	case mcp.RouteRef:
+		return r.complete(ctx, set, req)
 	}
 	// A stream is a frontend's to serve, with the hub.
 	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not served as a single answer", req.Method)
@@ -111,15 +114,11 @@ func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage,
 
 // discover is Manifold's own server/discover: what it serves, never what
 // it cannot honour.
-func (r *Router) discover() (json.RawMessage, error) {
-	caps := mcp.Capabilities{Resources: &mcp.ResourcesCapability{}}
-	if r.caps != nil {
-		caps = r.caps()
-	}
+func (r *Router) discover(set *upstream.Set) (json.RawMessage, error) {
 	return json.Marshal(map[string]any{
 		"resultType":        mcp.ResultTypeComplete,
 		"supportedVersions": []string{mcp.Version},
-		"capabilities":      caps,
+		"capabilities":      capabilities(set),
 		"ttlMs":             DiscoverTTL,
 		"cacheScope":        mcp.ScopePublic,
 		"_meta":             json.RawMessage(r.meta),
@@ -143,9 +142,7 @@ func (r *Router) list(ctx context.Context, set *upstream.Set, m *mcp.Method, req
 		return nil, err
 	}
 	out := jsonrpc.Object{"_meta": r.meta}
-	if err := out.Set(m.Items, res.Items); err != nil {
-		return nil, err
-	}
+	out.SetObjects(m.Items, res.Items)
 	_ = out.Set("resultType", mcp.ResultTypeComplete)
 	_ = out.Set("ttlMs", res.TTLms)
 	_ = out.Set("cacheScope", res.Scope)
@@ -186,8 +183,8 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 }
 
 // call asks the upstream and puts its answer in the shape the cache stores
-// and callers see: URIs namespaced, errors legal, and a read's result
-// decorated with what every result must carry.
+// and callers see: lists filtered, results decorated with what every result
+// must carry, names and URIs namespaced, errors legal.
 func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Request, uri string) (json.RawMessage, error) {
 	resp, err := u.Call(ctx, req)
 	if err != nil {
@@ -196,9 +193,9 @@ func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Reques
 	if resp.Error != nil {
 		return nil, legalize(u.Name(), req.Method, uri, resp.Error)
 	}
-	res, err := r.ns.Result(u.Name(), req.Method, resp.Result)
-	if err == nil && req.Method == mcp.MethodResourcesRead {
-		res, err = r.decorate(res)
+	res, err := r.shape(u, req.Method, resp.Result)
+	if err == nil {
+		res, err = r.ns.Result(u.Name(), req.Method, res)
 	}
 	if err != nil {
 		return nil, &unavailableError{upstream: u.Name(), err: fmt.Errorf("malformed result: %w", err)}
@@ -262,3 +259,51 @@ func validURI(uri string) bool {
 func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
 const maxURILen = 8 << 10
+
+// shape makes an upstream's result what Manifold may send, in the
+// upstream's own names: a page of tools or prompts filtered, any other
+// answer that is not a list page decorated.
+func (r *Router) shape(u *upstream.Upstream, method string, res json.RawMessage) (json.RawMessage, error) {
+	m, _ := mcp.Lookup(method)
+	switch {
+	case m.Route == mcp.RouteAll && m.ID == "name":
+		return r.shapeList(u, m, res)
+	case m.Route == mcp.RouteAll:
+		return res, nil
+	}
+	return r.decorate(res, m.Cacheable)
+}
+
+// capabilities is what Manifold serves now, for server/discover: resources
+// always; tools, prompts and completions when some upstream serves them;
+// list changes and resource subscriptions when some upstream reports them
+// (the hub honours exactly these). Upstreams still negotiating are not
+// waited for.
+func capabilities(set *upstream.Set) mcp.Capabilities {
+	caps := mcp.Capabilities{Resources: &mcp.ResourcesCapability{}}
+	orList := func(dst **mcp.ListCapability, src *mcp.ListCapability) {
+		if src == nil {
+			return
+		}
+		if *dst == nil {
+			*dst = &mcp.ListCapability{}
+		}
+		(*dst).ListChanged = (*dst).ListChanged || src.ListChanged
+	}
+	for _, u := range set.All() {
+		c, ok := u.Capabilities()
+		if !ok {
+			continue
+		}
+		if c.Resources != nil {
+			caps.Resources.ListChanged = caps.Resources.ListChanged || c.Resources.ListChanged
+			caps.Resources.Subscribe = caps.Resources.Subscribe || c.Resources.Subscribe
+		}
+		orList(&caps.Tools, c.Tools)
+		orList(&caps.Prompts, c.Prompts)
+		if c.Completions != nil {
+			caps.Completions = &struct{}{}
+		}
+	}
+	return caps
+}

@@ -10,82 +10,146 @@ import (
 	"github.com/manifold-mcp/manifold/internal/uritemplate"
 )
 
-// routes is what a Router without namespaces knows about which upstream
-// serves which URI, learnt from the list pages that pass through it. A URI two
-// upstreams list belongs to the first in configuration order, whatever order
-// the pages arrived in. The table is bounded; past the bound, reads fall back
-// to asking upstreams in order, which gives the same answer more slowly.
+// routes is what a Router knows from the list pages that pass through it:
+// without namespaces, which upstream serves which URI, template, tool or
+// prompt name; in either mode, which tool parameters are mirrored in
+// headers. An identity two upstreams list belongs to the first in
+// configuration order, whatever order the pages arrived in, and the
+// collision is logged once. The tables are bounded together; past the
+// bound, routing falls back to asking upstreams in order (URIs) or to
+// listing again (names), which gives the same answer more slowly.
 type routes struct {
 	log *slog.Logger
 
 	mu        sync.RWMutex
 	uris      map[string]string
+	names     map[string]map[string]string                // list method → name → upstream
 	templates map[string]map[string]*uritemplate.Template // upstream → text → template
-	collided  map[string]bool                             // URIs whose collision was logged
+	headers   map[string][]mcp.ParamHeader                // merged-view tool name → its mirrored params
+	collided  map[string]bool                             // identities whose collision was logged
 	size      int
 }
 
-// maxRoutes bounds the learnt URIs and templates together.
+// maxRoutes bounds everything learnt together.
 const maxRoutes = 200_000
 
 func newRoutes(log *slog.Logger) *routes {
-	return &routes{log: log, uris: map[string]string{}, templates: map[string]map[string]*uritemplate.Template{}, collided: map[string]bool{}}
+	return &routes{log: log, uris: map[string]string{}, names: map[string]map[string]string{},
+		templates: map[string]map[string]*uritemplate.Template{}, headers: map[string][]mcp.ParamHeader{}, collided: map[string]bool{}}
 }
 
-// observe learns from one upstream's list page; names is the configuration
-// order, which settles a URI two upstreams list.
-func (t *routes) observe(names []string, upstream, method string, items []jsonrpc.Object) {
+// observe learns from one upstream's list page, in the merged view; order
+// is the configuration order, which settles an identity two upstreams list.
+func (t *routes) observe(order []string, upstream, method string, items []jsonrpc.Object) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch method {
 	case mcp.MethodResourcesList:
 		for _, item := range items {
-			uri := item.String("uri")
-			owner, known := t.uris[uri]
-			switch {
-			case known && owner == upstream:
-			case known && slices.Index(names, upstream) < slices.Index(names, owner):
-				t.uris[uri] = upstream
-				t.logCollision(uri, upstream, owner)
-			case known:
-				t.logCollision(uri, owner, upstream)
-			case t.size < maxRoutes:
-				t.uris[uri] = upstream
-				t.size++
-			}
+			t.own(t.uris, order, item.String("uri"), upstream)
 		}
 	case mcp.MethodTemplatesList:
-		set := t.templates[upstream]
-		if set == nil {
-			set = map[string]*uritemplate.Template{}
-			t.templates[upstream] = set
+		t.learnTemplates(upstream, items)
+	case mcp.MethodToolsList, mcp.MethodPromptsList:
+		owners := t.names[method]
+		if owners == nil {
+			owners = map[string]string{}
+			t.names[method] = owners
 		}
 		for _, item := range items {
-			text := item.String("uriTemplate")
-			if _, ok := set[text]; ok || t.size >= maxRoutes {
-				continue
+			name := item.String("name")
+			if t.own(owners, order, name, upstream) && method == mcp.MethodToolsList {
+				t.learnHeaders(name, item)
 			}
-			tmpl, err := uritemplate.Parse(text)
-			if err != nil {
-				t.log.Warn("upstream lists an invalid URI template", "upstream", upstream, "uriTemplate", text, "err", err)
-				continue
-			}
-			set[text] = tmpl
-			t.size++
 		}
 	}
 }
 
-// logCollision logs a collision once per URI; t.mu is held.
-func (t *routes) logCollision(uri, kept, dropped string) {
-	if t.collided[uri] || len(t.collided) >= maxRoutes {
-		return
+// own records upstream as the owner of id unless an upstream earlier in
+// order owns it, and reports whether upstream owns it now.
+func (t *routes) own(owners map[string]string, order []string, id, upstream string) bool {
+	owner, known := owners[id]
+	switch {
+	case known && owner == upstream:
+		return true
+	case known && slices.Index(order, upstream) < slices.Index(order, owner):
+		owners[id] = upstream
+		t.logCollision(id, upstream, owner)
+		return true
+	case known:
+		t.logCollision(id, owner, upstream)
+		return false
+	case t.size < maxRoutes:
+		owners[id] = upstream
+		t.size++
+		return true
 	}
-	t.collided[uri] = true
-	t.log.Warn("two upstreams list the same URI; reads go to the first in configuration order", "uri", uri, "routedTo", kept, "alsoListedBy", dropped)
+	return false
 }
 
-// candidates returns the upstreams of names to ask for uri, in order.
+func (t *routes) learnTemplates(upstream string, items []jsonrpc.Object) {
+	set := t.templates[upstream]
+	if set == nil {
+		set = map[string]*uritemplate.Template{}
+		t.templates[upstream] = set
+	}
+	for _, item := range items {
+		text := item.String("uriTemplate")
+		if _, ok := set[text]; ok || t.size >= maxRoutes {
+			continue
+		}
+		tmpl, err := uritemplate.Parse(text)
+		if err != nil {
+			t.log.Warn("upstream lists an invalid URI template", "upstream", upstream, "uriTemplate", text, "err", err)
+			continue
+		}
+		set[text] = tmpl
+		t.size++
+	}
+}
+
+// learnHeaders records a listed tool's header-mirrored parameters; the
+// router already left tools with invalid annotations out of the page.
+func (t *routes) learnHeaders(name string, tool jsonrpc.Object) {
+	hs, err := mcp.ParamHeaders(tool)
+	if err != nil || len(hs) == 0 {
+		delete(t.headers, name)
+		return
+	}
+	if _, ok := t.headers[name]; !ok && len(t.headers) >= maxRoutes {
+		return
+	}
+	t.headers[name] = hs
+}
+
+// logCollision logs a collision once per identity; t.mu is held.
+func (t *routes) logCollision(id, kept, dropped string) {
+	if t.collided[id] || len(t.collided) >= maxRoutes {
+		return
+	}
+	t.collided[id] = true
+	t.log.Warn("two upstreams list the same identity; calls go to the first in configuration order", "id", id, "routedTo", kept, "alsoListedBy", dropped)
+}
+
+// owner returns the upstream of names that lists name in list, if known.
+func (t *routes) owner(names []string, list, name string) (string, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	owner, ok := t.names[list][name]
+	return owner, ok && slices.Contains(names, owner)
+}
+
+// paramHeaders returns what is known of a tool's mirrored parameters, and
+// whether the tool was seen listed.
+func (t *routes) paramHeaders(tool string) []mcp.ParamHeader {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.headers[tool]
+}
+
+// candidates returns the upstreams of names to ask for uri (a URI, or the
+// text of a template), in order: its owner, else those with a template
+// that is or matches it, else the rest.
 func (t *routes) candidates(names []string, uri string) []string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -95,10 +159,14 @@ func (t *routes) candidates(names []string, uri string) []string {
 	out := make([]string, 0, len(names))
 	matched := map[string]bool{}
 	for _, name := range names {
-		for _, tmpl := range t.templates[name] {
+		set := t.templates[name]
+		if _, same := set[uri]; same {
+			out, matched[name] = append(out, name), true
+			continue
+		}
+		for _, tmpl := range set {
 			if tmpl.Match(uri) {
-				out = append(out, name)
-				matched[name] = true
+				out, matched[name] = append(out, name), true
 				break
 			}
 		}

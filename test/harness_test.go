@@ -244,6 +244,8 @@ func (r *rawResponse) wantError(t testing.TB, status int, code int64) {
 type listResult struct {
 	Resources         []map[string]any `json:"resources"`
 	ResourceTemplates []map[string]any `json:"resourceTemplates"`
+	Tools             []map[string]any `json:"tools"`
+	Prompts           []map[string]any `json:"prompts"`
 	NextCursor        string           `json:"nextCursor"`
 	ResultType        string           `json:"resultType"`
 	TTLms             *int64           `json:"ttlMs"`

@@ -29,6 +29,10 @@ type sdkOptions struct {
 	pageSize  int    // resources/list page size (0: the SDK's default)
 	ttlMs     int    // cache hint on every result
 	scope     string // cacheScope on every result ("" = SDK default, public)
+	// completions, if set, completes any argument with "NAME-alice" and
+	// "NAME-bob", those starting with the value typed, and reports the
+	// ref it was asked about as the third value.
+	completions string
 }
 
 // newSDKServer builds a go-sdk server named name with:
@@ -44,6 +48,18 @@ func newSDKServer(name string, o sdkOptions) *mcp.Server {
 		// Subscriptions are accepted (and so advertised); the SDK tracks them.
 		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	}
+	if n := o.completions; n != "" {
+		opts.CompletionHandler = func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			var vals []string
+			for _, v := range []string{n + "-alice", n + "-bob"} {
+				if strings.HasPrefix(v, req.Params.Argument.Value) {
+					vals = append(vals, v)
+				}
+			}
+			ref := req.Params.Ref
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: append(vals, "ref="+ref.Name+ref.URI)}}, nil
+		}
 	}
 	if o.ttlMs > 0 || o.scope != "" {
 		opts.SetCacheable = func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
@@ -214,6 +230,9 @@ func runChild(kind string) int {
 	if variant == "bare" {
 		return runBare(name)
 	}
+	if variant == "sdk-tools" {
+		return runStdio(sdkToolServer(name, sdkOptions{resources: 3}))
+	}
 	if variant == "sdk-legacy-notfound" {
 		mcp.CodeResourceNotFound = -32002 //nolint:staticcheck // the legacy code, on purpose
 	}
@@ -246,6 +265,10 @@ func runChild(kind string) int {
 		}
 	}()
 	fmt.Fprintf(os.Stderr, "child %s ready, pid %s\n", kind, pid)
+	return runStdio(s)
+}
+
+func runStdio(s *mcp.Server) int {
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1

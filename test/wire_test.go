@@ -70,7 +70,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"uri not a string", hr, rpcBody(42, "resources/read", `"uri":7`), 400, -32602, "42"},
 		{"uri not a URI", with(hr, "Mcp-Name", "not a uri"), rpcBody(42, "resources/read", `"uri":"not a uri"`), 400, -32602, "42"},
 		{"unknown method", headers("unknown/method", ""), rpcBody(43, "unknown/method", ""), 404, -32601, "43"},
-		{"tools/list is not served", headers("tools/list", ""), rpcBody(43, "tools/list", ""), 404, -32601, "43"},
+		{"tasks/list is not served", headers("tasks/list", ""), rpcBody(43, "tasks/list", ""), 404, -32601, "43"},
 		{"removed initialize", headers("initialize", ""), rpcBody(44, "initialize", ""), 404, -32601, "44"},
 		{"removed ping", headers("ping", ""), rpcBody(44, "ping", ""), 404, -32601, "44"},
 		{"removed logging/setLevel", headers("logging/setLevel", ""), rpcBody(44, "logging/setLevel", ""), 404, -32601, "44"},

@@ -33,6 +33,10 @@ type conn interface {
 	// stream carries a legacy session's server-initiated messages (to the
 	// onMsg handler) until ctx ends or the session does.
 	stream(ctx context.Context, s *session) error
+	// scoped reports whether every request-scoped notification of a call on
+	// session s arrives on the call's own response stream; otherwise some
+	// may arrive on a channel the session shares (stdout, a GET stream).
+	scoped(s *session) bool
 }
 
 // errNoStream: the server offers no stream for server-initiated messages.

@@ -67,7 +67,11 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 }
 
 func (c *httpConn) ready(context.Context) (uint64, error) { return 0, nil }
-func (c *httpConn) alive(uint64) bool                     { return true }
+
+// scoped: a modern server answers on the request's own stream; a legacy
+// session's server may send progress on its GET stream instead.
+func (c *httpConn) scoped(s *session) bool { return s.Modern }
+func (c *httpConn) alive(uint64) bool      { return true }
 
 func (c *httpConn) request(ctx context.Context, ex *exchange) (*http.Response, error) {
 	body, err := json.Marshal(&ex.msg)
@@ -110,6 +114,28 @@ func (c *httpConn) request(ctx context.Context, ex *exchange) (*http.Response, e
 }
 
 func (c *httpConn) call(ctx context.Context, ex *exchange) (*reply, error) {
+	r, err := c.roundTrip(ctx, ex)
+	if err != nil && ctx.Err() != nil && ex.version != mcp.Version && !ex.initial {
+		// A legacy server does not take a dropped connection for a
+		// cancellation (a modern one does): tell it, so it stops working.
+		go c.cancelled(ex, ctx.Err())
+	}
+	return r, err
+}
+
+func (c *httpConn) cancelled(ex *exchange, cause error) {
+	b, err := jsonrpc.Notification(mcp.NotifyCancelled, map[string]any{"requestId": ex.msg.ID, "reason": cause.Error()})
+	if err != nil {
+		return
+	}
+	var m jsonrpc.Message
+	_ = json.Unmarshal(b, &m)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = c.send(ctx, &exchange{msg: m, version: ex.version, session: ex.session, header: ex.header})
+}
+
+func (c *httpConn) roundTrip(ctx context.Context, ex *exchange) (*reply, error) {
 	resp, err := c.request(ctx, ex)
 	if err != nil {
 		return nil, err

@@ -72,10 +72,7 @@ type listening struct {
 }
 
 type pendingCall struct {
-	reply    chan *jsonrpc.Message
-	notify   func(*jsonrpc.Message)
-	token    json.RawMessage // the progressToken sent upstream, if any
-	original json.RawMessage // the caller's own progressToken
+	reply chan *jsonrpc.Message
 }
 
 func newStdioConn(o Options, log *slog.Logger, onMsg func(*jsonrpc.Message) *jsonrpc.Message) (*stdioConn, error) {
@@ -269,15 +266,6 @@ func (c *stdioConn) dispatch(p *process, line []byte) {
 		if l != nil {
 			close(l.closed)
 		}
-	case m.IsNotification() && requestScoped(m.Method):
-		// Only progress can be traced back to its call; a log message on
-		// the shared channel names no request and is dropped.
-		if pc := p.byToken(m); pc != nil && pc.notify != nil {
-			if params, err := withProgressToken(m.Params, pc.original); err == nil {
-				m.Params = params
-				pc.notify(m)
-			}
-		}
 	case m.IsNotification():
 		if l := p.listenFor(m); l != nil {
 			l.deliver(m)
@@ -311,25 +299,6 @@ func (p *process) listenFor(m *jsonrpc.Message) *listening {
 	p.pmu.Lock()
 	defer p.pmu.Unlock()
 	return p.listens[string(sid)]
-}
-
-// byToken finds the call a progress notification belongs to: stdio has one
-// channel, and the progressToken is the only link back to the request.
-func (p *process) byToken(m *jsonrpc.Message) *pendingCall {
-	var params struct {
-		Token json.RawMessage `json:"progressToken"`
-	}
-	if json.Unmarshal(m.Params, &params) != nil || len(params.Token) == 0 {
-		return nil
-	}
-	p.pmu.Lock()
-	defer p.pmu.Unlock()
-	for _, pc := range p.pending {
-		if bytes.Equal(pc.token, params.Token) {
-			return pc
-		}
-	}
-	return nil
 }
 
 // stdinTimeout bounds one write to a child's stdin: a child that stops
@@ -380,6 +349,8 @@ func (c *stdioConn) ready(ctx context.Context) (uint64, error) {
 	}
 }
 
+func (c *stdioConn) scoped(*session) bool { return false }
+
 func (c *stdioConn) alive(gen uint64) bool {
 	p := c.current()
 	return p != nil && p.gen == gen
@@ -394,17 +365,7 @@ func (c *stdioConn) call(ctx context.Context, ex *exchange) (*reply, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	pc := &pendingCall{reply: make(chan *jsonrpc.Message, 1), notify: ex.notify}
-	if orig := progressToken(ex.msg.Params); orig != nil {
-		// Callers choose progress tokens, so two of them may choose the
-		// same one; on a shared channel the token is the only way back to
-		// the call. Each call gets a token of its own, and notifications
-		// get the caller's back.
-		pc.original, pc.token = orig, jsonrpc.Quote(fmt.Sprintf("manifold-%d-%s", p.gen, ex.msg.ID))
-		if b, err = withProgressToken(b, pc.token); err != nil {
-			return nil, err
-		}
-	}
+	pc := &pendingCall{reply: make(chan *jsonrpc.Message, 1)}
 	key := string(ex.msg.ID)
 	p.pmu.Lock()
 	p.pending[key] = pc
@@ -436,42 +397,6 @@ func (c *stdioConn) cancel(p *process, id json.RawMessage, cause error) {
 	if err == nil {
 		_ = p.write(b)
 	}
-}
-
-// withProgressToken returns msg (a message or a params object) with the
-// progressToken replaced by tok: in params._meta for a request, in params
-// for a progress notification.
-func withProgressToken(msg json.RawMessage, tok json.RawMessage) (json.RawMessage, error) {
-	obj, err := jsonrpc.ParseObject(msg)
-	if err != nil {
-		return nil, err
-	}
-	if _, isMessage := obj["jsonrpc"]; !isMessage {
-		obj["progressToken"] = tok
-		return obj.Marshal(), nil
-	}
-	params, err := obj.Object("params")
-	if err != nil {
-		return nil, err
-	}
-	meta, err := params.Object("_meta")
-	if err != nil {
-		return nil, err
-	}
-	meta["progressToken"] = tok
-	params["_meta"] = meta.Marshal()
-	obj["params"] = params.Marshal()
-	return obj.Marshal(), nil
-}
-
-func progressToken(params json.RawMessage) json.RawMessage {
-	var p struct {
-		Meta struct {
-			Token json.RawMessage `json:"progressToken"`
-		} `json:"_meta"`
-	}
-	_ = json.Unmarshal(params, &p)
-	return p.Meta.Token
 }
 
 func (c *stdioConn) send(_ context.Context, ex *exchange) error {

@@ -79,8 +79,13 @@ type Options struct {
 
 	// Protocol pins the revision; "" or "auto" probes for it.
 	Protocol string
-	// Timeout bounds one call.
-	Timeout time.Duration
+	// Timeout bounds one call; CallTimeout bounds a call of a method that
+	// runs work of unknown length (a tool), 0 meaning Timeout.
+	Timeout     time.Duration
+	CallTimeout time.Duration
+	// Filters decide, per list method (tools/list, prompts/list), which of
+	// the server's names Manifold serves; a name not admitted is unknown.
+	Filters map[string]Filter
 	// MaxResponseBytes bounds one message from the server.
 	MaxResponseBytes int64
 	// DefaultTTL and DefaultScope stand in for the cache hints a legacy
@@ -110,6 +115,7 @@ type Upstream struct {
 	probe      singleflight.Group
 	ids        atomic.Int64
 	eraChanges atomic.Uint64
+	progress   progress
 
 	w         watch
 	stopWatch context.CancelFunc
@@ -175,7 +181,11 @@ func (u *Upstream) Info(ctx context.Context) (Info, error) {
 
 // Call sends req and waits for the answer, within the configured timeout.
 func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, u.o.Timeout)
+	timeout := u.o.Timeout
+	if m, ok := mcp.Lookup(req.Method); ok && m.Long && u.o.CallTimeout > 0 {
+		timeout = u.o.CallTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
@@ -215,6 +225,8 @@ var (
 )
 
 func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (*reply, error) {
+	req, notify, done := u.routeProgress(s, req)
+	defer done()
 	params, err := u.params(s, req)
 	if err != nil {
 		return nil, err
@@ -226,12 +238,50 @@ func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (
 		gen:        s.gen,
 		header:     u.forwarded(req.Header),
 		idempotent: idempotent(req.Method),
-		notify:     req.Notify,
+		notify:     notify,
 	}
 	if m, ok := mcp.Lookup(req.Method); ok && m.NameParam != "" {
 		ex.name = req.Params.String(m.NameParam)
 	}
+	if s.Modern && len(req.ParamHeaders) > 0 {
+		if ex.header == nil {
+			ex.header = http.Header{}
+		}
+		for k, v := range req.ParamHeaders {
+			ex.header[k] = v
+		}
+	}
 	return u.conn.call(ctx, ex)
+}
+
+// routeProgress prepares a call whose progress may arrive away from its own
+// stream (see progress): the request gets a token of Manifold's own, and
+// the notifications of the call's stream pass through the router too. done
+// forgets the token once the call is over.
+func (u *Upstream) routeProgress(s *session, req *mcp.Request) (*mcp.Request, func(*jsonrpc.Message), func()) {
+	tok, wants := req.Meta[mcp.MetaProgressToken]
+	if !wants || req.Notify == nil || u.conn.scoped(s) {
+		return req, req.Notify, func() {}
+	}
+	upTok, done := u.progress.register(tok, req.Notify)
+	sub := *req
+	sub.Meta = req.Meta.Clone()
+	sub.Meta[mcp.MetaProgressToken] = upTok
+	notify := func(m *jsonrpc.Message) {
+		if m.Method == mcp.NotifyProgress {
+			u.progress.deliver(m) // with the caller's token back
+			return
+		}
+		req.Notify(m)
+	}
+	return &sub, notify, done
+}
+
+// Exposes reports whether the server's name in list (tools/list,
+// prompts/list) is served through Manifold.
+func (u *Upstream) Exposes(list, name string) bool {
+	f, ok := u.o.Filters[list]
+	return !ok || f.Admits(name)
 }
 
 func (u *Upstream) nextID() json.RawMessage {
@@ -430,6 +480,10 @@ func (u *Upstream) onServerMessage(msg *jsonrpc.Message) *jsonrpc.Message {
 		// Manifold declares no client capabilities, so a server has no
 		// business asking for sampling, elicitation or roots.
 		return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Error: jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not supported by Manifold", msg.Method)}
+	case msg.IsNotification() && msg.Method == mcp.NotifyProgress:
+		// Progress outside its call's own stream: a legacy session's GET
+		// stream, or stdout. A log message there names no request: dropped.
+		u.progress.deliver(msg)
 	case msg.IsNotification():
 		if ev, ok := eventOf(msg); ok {
 			u.emit(ev)

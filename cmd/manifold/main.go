@@ -140,6 +140,9 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", *path, w)
+	}
 	fmt.Fprintf(stdout, "%s: ok (%d upstreams)\n", *path, len(cfg.Upstreams))
 	return 0
 }

@@ -140,8 +140,13 @@ type Upstream struct {
 
 	// Protocol pins the revision: "auto" (probe), "2026-07-28" or a legacy one.
 	Protocol string `yaml:"protocol"`
-	// Timeout bounds one upstream call.
-	Timeout time.Duration `yaml:"timeout"`
+	// Timeout bounds one upstream call; CallTimeout bounds a tools/call.
+	Timeout     time.Duration `yaml:"timeout"`
+	CallTimeout time.Duration `yaml:"call_timeout"`
+	// Tools and Prompts decide which of the upstream's tools and prompts
+	// are listed and callable.
+	Tools   Filter `yaml:"tools"`
+	Prompts Filter `yaml:"prompts"`
 	// Retries is how many times an idempotent call is retried after a
 	// connection error or a 502/503/504 (HTTP only). Nil until defaults
 	// are applied, so that an explicit 0 means no retries.
@@ -153,6 +158,14 @@ type Upstream struct {
 	// did not allow.
 	DefaultTTL   time.Duration `yaml:"default_ttl"`
 	DefaultScope string        `yaml:"default_scope"`
+}
+
+// Filter selects names by glob (path.Match syntax, on the upstream's own
+// names): those matching an allow entry (all, when there is none) and no
+// deny entry.
+type Filter struct {
+	Allow []string `yaml:"allow"`
+	Deny  []string `yaml:"deny"`
 }
 
 // TLS configures an HTTPS upstream.

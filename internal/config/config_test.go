@@ -108,3 +108,24 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		t.Errorf("config.example.yaml: %v", problems)
 	}
 }
+
+// Filters take path.Match globs; a malformed one is a problem at its path.
+// Long prefixed names are warnings, not problems.
+func TestFiltersAndNameWarnings(t *testing.T) {
+	_, problems := Parse([]byte("upstreams:\n  - name: a\n    url: http://x/mcp\n    tools: {allow: [\"[\"], deny: [\"ok*\"]}\n"), env(nil))
+	if len(problems) != 1 || problems[0].Path != "upstreams[0].tools.allow[0]" {
+		t.Errorf("problems %v", problems)
+	}
+	long := strings.Repeat("x", 45)
+	cfg, problems := Parse([]byte("upstreams:\n  - name: "+long+"\n    url: http://x/mcp\n    tools: {allow: [\"a_tool_with_a_rather_long_name\", \"s*\"]}\n"), env(nil))
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	ws := cfg.Warnings()
+	if len(ws) != 2 || ws[0].Path != "upstreams[0].name" || ws[1].Path != "upstreams[0].tools.allow[0]" {
+		t.Errorf("warnings %v", ws)
+	}
+	if cfg.Upstreams[0].CallTimeout != DefaultCallTimeout {
+		t.Errorf("call_timeout default %v", cfg.Upstreams[0].CallTimeout)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -52,6 +53,7 @@ const (
 	DefaultShutdownTimeout  = 10 * time.Second
 	DefaultCursorTTL        = time.Hour
 	DefaultTimeout          = 30 * time.Second
+	DefaultCallTimeout      = 5 * time.Minute
 	DefaultRetries          = 2
 	DefaultMaxResponseBytes = 16 << 20
 	DefaultMemoryBytes      = 64 << 20
@@ -108,6 +110,7 @@ func (u *Upstream) applyDefaults() {
 	}
 	setDefault(&u.Protocol, ProtocolAuto)
 	setDefault(&u.Timeout, DefaultTimeout)
+	setDefault(&u.CallTimeout, DefaultCallTimeout)
 	setDefault(&u.MaxResponseBytes, DefaultMaxResponseBytes)
 	setDefault(&u.DefaultScope, "private")
 }
@@ -236,6 +239,11 @@ func (u *Upstream) validate(path string, seen map[string]int, i int) []Problem {
 	if u.Timeout < 0 {
 		bad("timeout", "must not be negative")
 	}
+	if u.CallTimeout < 0 {
+		bad("call_timeout", "must not be negative")
+	}
+	u.Tools.validate("tools", bad)
+	u.Prompts.validate("prompts", bad)
 	if u.DefaultTTL < 0 {
 		bad("default_ttl", "must not be negative")
 	}
@@ -328,6 +336,53 @@ func (u *Upstream) validateTLS(bad complain) {
 			}
 		}
 	}
+}
+
+func (f Filter) validate(key string, bad complain) {
+	for _, l := range []struct {
+		list  string
+		globs []string
+	}{{"allow", f.Allow}, {"deny", f.Deny}} {
+		list := l.list
+		for j, g := range l.globs {
+			if _, err := path.Match(g, ""); err != nil || g == "" {
+				bad(fmt.Sprintf("%s.%s[%d]", key, list, j), "%q is not a valid glob (path.Match syntax)", g)
+			}
+		}
+	}
+}
+
+// MaxFunctionName is the longest function name the LLM APIs agents use
+// accept; a namespaced tool name should fit.
+const MaxFunctionName = 64
+
+// Warnings lists what a valid file allows but is likely a mistake: with
+// namespace: prefix, upstream names that leave little room for tool and
+// prompt names within MaxFunctionName, and allowed names that would exceed
+// it once prefixed.
+func (c *Config) Warnings() []Problem {
+	var ws problems
+	if c.Namespace != NamespacePrefix {
+		return nil
+	}
+	for i, u := range c.Upstreams {
+		room := MaxFunctionName - len(u.Name) - 1
+		if room < 24 {
+			ws.add(fmt.Sprintf("upstreams[%d].name", i), "%q leaves %d characters for tool and prompt names, which become %s_NAME (LLM APIs accept at most %d)", u.Name, room, u.Name, MaxFunctionName)
+		}
+		for _, kf := range []struct {
+			key string
+			f   Filter
+		}{{"tools", u.Tools}, {"prompts", u.Prompts}} {
+			key := kf.key
+			for j, name := range kf.f.Allow {
+				if !strings.ContainsAny(name, "*?[\\") && len(name) > room {
+					ws.add(fmt.Sprintf("upstreams[%d].%s.allow[%d]", i, key, j), "%s_%s is %d characters, over the %d LLM APIs accept", u.Name, name, len(u.Name)+1+len(name), MaxFunctionName)
+				}
+			}
+		}
+	}
+	return ws
 }
 
 func validHeaderName(s string) bool {

@@ -81,3 +81,35 @@ func FuzzParseObject(f *testing.F) {
 		}
 	})
 }
+
+// Arrays of objects split and join without encoding/json, and what is not
+// touched keeps its bytes.
+func TestObjectsRoundTrip(t *testing.T) {
+	o, err := ParseObject([]byte(`{"b":[ {"x":1,"y":"<&>"} , {"z":[1,{"a":"]"}]} ],"a":"s","n":null}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := o.Objects("b")
+	if err != nil || len(items) != 2 || string(items[0]["y"]) != `"<&>"` || string(items[1]["z"]) != `[1,{"a":"]"}]` {
+		t.Fatalf("Objects: %v %v", items, err)
+	}
+	items[0]["x"] = json.RawMessage(`2`)
+	o.SetObjects("b", items)
+	want := `{"a":"s","b":[{"x":2,"y":"<&>"},{"z":[1,{"a":"]"}]}],"n":null}`
+	if got := string(o.Marshal()); got != want {
+		t.Errorf("Marshal:\n got %s\nwant %s", got, want)
+	}
+	if !json.Valid(o.Marshal()) {
+		t.Error("not valid JSON")
+	}
+	for _, bad := range []string{`{"b":{"x":1}}`, `{"b":[1,2]}`, `{"b":"s"}`} {
+		o, _ := ParseObject([]byte(bad))
+		if _, err := o.Objects("b"); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+	empty, _ := ParseObject([]byte(`{"b":[ ]}`))
+	if items, err := empty.Objects("b"); err != nil || items == nil || len(items) != 0 {
+		t.Errorf("empty array: %v %v", items, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 )
 
 // Object is a JSON object decoded one level deep. It is how Manifold edits a
@@ -217,13 +218,68 @@ func (o Object) Clone() Object {
 	return c
 }
 
-// Marshal encodes o with its members in sorted order.
+// Marshal encodes o with its members in sorted order. The members are
+// valid JSON already (parsed, or produced by json.Marshal), so they are
+// copied, not validated and compacted again.
 func (o Object) Marshal() json.RawMessage {
-	b, err := json.Marshal(map[string]json.RawMessage(o))
-	if err != nil {
-		// Members are either parsed JSON or produced by json.Marshal, so this
-		// only happens on a programming error.
-		panic(fmt.Sprintf("jsonrpc: marshal object: %v", err))
+	keys := make([]string, 0, len(o))
+	n := 2
+	for k, v := range o {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 4
 	}
-	return b
+	sort.Strings(keys)
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, Quote(k)...)
+		b = append(b, ':')
+		b = append(b, o[k]...)
+	}
+	return append(b, '}')
+}
+
+// Objects returns member key, which must be an array of objects, each
+// decoded one level deep. A missing or null member gives nil.
+func (o Object) Objects(key string) ([]Object, error) {
+	raw := bytes.TrimSpace(o[key])
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] != '[' {
+		return nil, fmt.Errorf("%q: not an array", key)
+	}
+	var out []Object
+	i := skipSpace(raw, 1)
+	for i < len(raw) && raw[i] != ']' {
+		end := skipValue(raw, i)
+		elem, err := split(raw[i:end])
+		if err != nil {
+			return nil, fmt.Errorf("%q[%d]: %w", key, len(out), err)
+		}
+		out = append(out, elem)
+		i = skipSpace(raw, end)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	if out == nil {
+		out = []Object{}
+	}
+	return out, nil
+}
+
+// SetObjects replaces member key with the array of objs.
+func (o Object) SetObjects(key string, objs []Object) {
+	b := []byte{'['}
+	for i, obj := range objs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, obj.Marshal()...)
+	}
+	o[key] = append(b, ']')
 }

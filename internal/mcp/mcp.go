@@ -39,7 +39,10 @@ const (
 	MethodResourcesRead    = "resources/read"
 	MethodSubscriptions    = "subscriptions/listen"
 	MethodToolsList        = "tools/list"
+	MethodToolsCall        = "tools/call"
 	MethodPromptsList      = "prompts/list"
+	MethodPromptsGet       = "prompts/get"
+	MethodComplete         = "completion/complete"
 	MethodInitialize       = "initialize"
 	MethodPing             = "ping"
 	MethodSubscribe        = "resources/subscribe"
@@ -98,16 +101,18 @@ type ResourcesCapability struct {
 	Subscribe   bool `json:"subscribe,omitempty"`
 }
 
+// ListCapability is the `tools` or `prompts` member of ServerCapabilities.
+type ListCapability struct {
+	ListChanged bool `json:"listChanged,omitempty"`
+}
+
 // Capabilities is the part of ServerCapabilities Manifold acts on; other
 // members of an upstream's capabilities are not interpreted.
 type Capabilities struct {
-	Resources *ResourcesCapability `json:"resources,omitempty"`
-	Tools     *struct {
-		ListChanged bool `json:"listChanged,omitempty"`
-	} `json:"tools,omitempty"`
-	Prompts *struct {
-		ListChanged bool `json:"listChanged,omitempty"`
-	} `json:"prompts,omitempty"`
+	Resources   *ResourcesCapability `json:"resources,omitempty"`
+	Tools       *ListCapability      `json:"tools,omitempty"`
+	Prompts     *ListCapability      `json:"prompts,omitempty"`
+	Completions *struct{}            `json:"completions,omitempty"`
 }
 
 // SubscriptionFilter is the `notifications` member of subscriptions/listen.
@@ -138,6 +143,24 @@ type Request struct {
 	// Notify, if set, receives the request-scoped notifications (progress,
 	// log messages) an upstream sends while serving the request.
 	Notify func(*jsonrpc.Message)
+	// Mirror is the caller's transport copy of request fields (the HTTP
+	// headers of Streamable HTTP), which must agree with the body; nil when
+	// the transport has none.
+	Mirror Mirror
+	// ParamHeaders are the Mcp-Param-* headers that mirror a tool call's
+	// annotated arguments, for a modern HTTP upstream.
+	ParamHeaders http.Header
+}
+
+// Mirror is a transport's own copy of request fields, which must agree with
+// the body: the MCP-Protocol-Version, Mcp-Method, Mcp-Name and Mcp-Param-*
+// headers of Streamable HTTP.
+type Mirror interface {
+	// Check reports a -32020 error unless the mirrored field (a header
+	// name) is present once and, decoded, holds want.
+	Check(field, want string) *jsonrpc.Error
+	// Absent reports a -32020 error if the field is present.
+	Absent(field string) *jsonrpc.Error
 }
 
 // NormalizeTTL reads a ttlMs hint the way a cache must: absent, negative or

@@ -18,8 +18,12 @@ const (
 	RouteAll
 	// RouteURI: the one upstream that serves params.uri.
 	RouteURI
-	// RouteName: the one upstream that serves params.name.
+	// RouteName: the one upstream that serves params.name, a name in the
+	// list Method.Names.
 	RouteName
+	// RouteRef: the one upstream that serves params.ref (a prompt by name,
+	// a resource or template by URI).
+	RouteRef
 	// RouteStream: a subscription; the answer is a stream of events from
 	// every upstream.
 	RouteStream
@@ -44,6 +48,14 @@ type Method struct {
 	Retry bool
 	// NameParam is the params member that the Mcp-Name header mirrors.
 	NameParam string
+	// Names is, for RouteName, the list method whose items it names.
+	Names string
+	// Blocks is the path, through objects and arrays, to the content blocks
+	// of a result, whose resource links and embedded resources carry URIs.
+	Blocks []string
+	// Long: it runs work of unknown length (a tool), bounded by the
+	// upstream's call timeout rather than its read timeout.
+	Long bool
 }
 
 // Cache tags: what one notification invalidates together.
@@ -65,6 +77,11 @@ func init() {
 		{Name: MethodTemplatesList, Route: RouteAll, Items: "resourceTemplates", ID: "uriTemplate", Tag: TagResourceLists, Cacheable: true, Retry: true},
 		{Name: MethodResourcesRead, Route: RouteURI, Items: "contents", ID: "uri", Tag: TagURI, Cacheable: true, Retry: true, NameParam: "uri"},
 		{Name: MethodSubscriptions, Route: RouteStream},
+		{Name: MethodToolsList, Route: RouteAll, Items: "tools", ID: "name", Tag: TagToolLists, Cacheable: true, Retry: true},
+		{Name: MethodPromptsList, Route: RouteAll, Items: "prompts", ID: "name", Tag: TagPromptLists, Cacheable: true, Retry: true},
+		{Name: MethodToolsCall, Route: RouteName, NameParam: "name", Names: MethodToolsList, Blocks: []string{"content"}, Long: true},
+		{Name: MethodPromptsGet, Route: RouteName, NameParam: "name", Names: MethodPromptsList, Blocks: []string{"messages", "content"}},
+		{Name: MethodComplete, Route: RouteRef},
 	} {
 		methods[m.Name] = m
 	}

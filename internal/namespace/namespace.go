@@ -1,19 +1,25 @@
-// Package namespace maps resource URIs between an upstream's view and the
+// Package namespace maps URIs and names between an upstream's view and the
 // merged view Manifold serves.
 //
-// In prefix mode the upstream's name is prepended to the URI scheme with a
+// In prefix mode the upstream's name is prepended to a URI's scheme with a
 // '+': `file:///a.md` from upstream `docs` becomes `docs+file:///a.md`, and a
 // template `file:///{path}` becomes `docs+file:///{path}`. The result is still
-// a valid URI (or RFC 6570 template), the mapping is reversible without any
-// state, and any replica can route a URI it has never listed: the part before
-// the first '+' names the upstream, the rest is the upstream's own URI. Only
-// URIs are rewritten; names, titles and everything else pass through.
+// a valid URI (or RFC 6570 template). A tool or prompt name gets the upstream's
+// name and a '_': `search` from `docs` becomes `docs_search`, which stays
+// within what LLM APIs accept for function names (letters, digits, '_',
+// '-'); upstream names cannot contain '_', so the first one splits. Both
+// mappings are reversible without any state, so any replica can route a URI
+// or name it has never listed. Only URIs and names are rewritten: in list
+// items, in a read's contents, and in the resource links and embedded
+// resources of tool results and prompt messages; everything else passes
+// through.
 //
-// In none mode URIs pass through unchanged and routing needs another source
-// of truth (see package router).
+// In none mode everything passes through unchanged and routing needs another
+// source of truth (see package router).
 package namespace
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -22,10 +28,14 @@ import (
 	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
-// Separator joins an upstream name to the URI scheme.
-const Separator = "+"
+// Separator joins an upstream name to the URI scheme; NameSeparator to a
+// tool or prompt name.
+const (
+	Separator     = "+"
+	NameSeparator = "_"
+)
 
-// Namespace rewrites URIs for one mode.
+// Namespace rewrites URIs and names for one mode.
 type Namespace struct {
 	// Prefix is true in prefix mode, false in none mode.
 	Prefix bool
@@ -53,39 +63,147 @@ func (n Namespace) Split(uri string) (upstream, inner string, ok bool) {
 	return name, uri[len(name)+len(Separator):], true
 }
 
-// Result rewrites the URIs of a result of method from upstream into the
-// merged view. Results of other methods are returned unchanged.
-func (n Namespace) Result(upstream, method string, result json.RawMessage) (json.RawMessage, error) {
+// JoinName returns the merged-view name of a tool or prompt of upstream.
+func (n Namespace) JoinName(upstream, name string) string {
 	if !n.Prefix {
-		return result, nil
+		return name
 	}
+	return upstream + NameSeparator + name
+}
+
+// SplitName parses a merged-view tool or prompt name. ok is false when it
+// carries no upstream prefix (always, in none mode).
+func (n Namespace) SplitName(name string) (upstream, inner string, ok bool) {
+	if !n.Prefix {
+		return "", name, false
+	}
+	upstream, inner, ok = strings.Cut(name, NameSeparator)
+	return upstream, inner, ok && upstream != "" && inner != ""
+}
+
+// Result rewrites the URIs and names of a result of method from upstream
+// into the merged view. Results of other methods are returned unchanged.
+func (n Namespace) Result(upstream, method string, result json.RawMessage) (json.RawMessage, error) {
 	m, ok := mcp.Lookup(method)
-	if !ok || m.Items == "" || m.ID == "name" { // names are not URIs: tools and prompts keep theirs
+	if !n.Prefix || !ok {
 		return result, nil
 	}
-	list, field := m.Items, m.ID
+	switch {
+	case m.Items != "":
+		return n.items(upstream, m, result)
+	case len(m.Blocks) > 0 && bytes.Contains(result, []byte(`"resource`)):
+		// Only a result that mentions a resource can hold a link to one.
+		out, _, err := n.blocks(upstream, result, m.Blocks)
+		if err != nil {
+			return nil, fmt.Errorf("%s result: %w", method, err)
+		}
+		return out, nil
+	}
+	return result, nil
+}
+
+// items rewrites the identifying member of each item of a list (or of a
+// read's contents).
+func (n Namespace) items(upstream string, m *mcp.Method, result json.RawMessage) (json.RawMessage, error) {
 	obj, err := jsonrpc.ParseObject(result)
 	if err != nil {
-		return nil, fmt.Errorf("%s result: %w", method, err)
+		return nil, fmt.Errorf("%s result: %w", m.Name, err)
 	}
-	if _, ok := obj[list]; !ok {
+	if _, ok := obj[m.Items]; !ok {
 		return result, nil // input_required, or a result without items
 	}
-	var items []jsonrpc.Object
-	if _, err := obj.Get(list, &items); err != nil {
-		return nil, fmt.Errorf("%s result: %w", method, err)
+	items, err := obj.Objects(m.Items)
+	if err != nil {
+		return nil, fmt.Errorf("%s result: %w", m.Name, err)
+	}
+	if items == nil {
+		return result, nil // null: nothing to rewrite, and nothing to change
+	}
+	join := n.Join
+	if m.ID == "name" {
+		join = n.JoinName
 	}
 	for i, item := range items {
-		var uri string
-		if _, err := item.Get(field, &uri); err != nil || uri == "" {
-			return nil, fmt.Errorf("%s result: %s[%d] has no %s", method, list, i, field)
+		id, ok := item.Str(m.ID)
+		if !ok || id == "" {
+			return nil, fmt.Errorf("%s result: %s[%d] has no %s", m.Name, m.Items, i, m.ID)
 		}
-		if err := item.Set(field, n.Join(upstream, uri)); err != nil {
-			return nil, err
-		}
+		item[m.ID] = jsonrpc.Quote(join(upstream, id))
 	}
-	if err := obj.Set(list, items); err != nil {
-		return nil, err
-	}
+	obj.SetObjects(m.Items, items)
 	return obj.Marshal(), nil
+}
+
+// blocks follows path (object members; arrays are walked through) down to
+// content blocks and rewrites the URIs of their resource links and embedded
+// resources. It reports whether anything changed, so what did not is
+// returned byte for byte.
+func (n Namespace) blocks(upstream string, raw json.RawMessage, path []string) (json.RawMessage, bool, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '[' {
+		var elems []json.RawMessage
+		if err := json.Unmarshal(raw, &elems); err != nil {
+			return nil, false, err
+		}
+		changed := false
+		for i, e := range elems {
+			out, c, err := n.blocks(upstream, e, path)
+			if err != nil {
+				return nil, false, err
+			}
+			elems[i], changed = out, changed || c
+		}
+		if !changed {
+			return raw, false, nil
+		}
+		b, err := json.Marshal(elems)
+		return b, true, err
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return raw, false, nil
+	}
+	obj, err := jsonrpc.ParseObject(raw)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(path) == 0 {
+		return n.block(upstream, obj, raw)
+	}
+	sub, ok := obj[path[0]]
+	if !ok {
+		return raw, false, nil
+	}
+	out, changed, err := n.blocks(upstream, sub, path[1:])
+	if err != nil || !changed {
+		return raw, false, err
+	}
+	obj[path[0]] = out
+	return obj.Marshal(), true, nil
+}
+
+// block rewrites one content block: the uri of a resource_link, or of the
+// resource a `resource` block embeds.
+func (n Namespace) block(upstream string, b jsonrpc.Object, raw json.RawMessage) (json.RawMessage, bool, error) {
+	switch b.String("type") {
+	case "resource_link":
+		uri, ok := b.Str("uri")
+		if !ok {
+			return raw, false, nil
+		}
+		b["uri"] = jsonrpc.Quote(n.Join(upstream, uri))
+	case "resource":
+		res, err := b.Object("resource")
+		if err != nil {
+			return nil, false, err
+		}
+		uri, ok := res.Str("uri")
+		if !ok {
+			return raw, false, nil
+		}
+		res["uri"] = jsonrpc.Quote(n.Join(upstream, uri))
+		b["resource"] = res.Marshal()
+	default:
+		return raw, false, nil
+	}
+	return b.Marshal(), true, nil
 }

@@ -6,8 +6,8 @@
 // between the router and the hub that the method table makes, the ordered
 // delivery of an upstream's progress and log notifications ahead of the
 // answer, and the framing of a subscription as a stream of messages. A
-// frontend supplies what its wire alone knows: how a message arrives, a
-// Mirror of request fields (the HTTP headers), and a Writer that carries
+// frontend supplies what its wire alone knows: how a message arrives, an
+// mcp.Mirror of request fields (the HTTP headers), and a Writer that carries
 // notifications and the answer back. The Streamable HTTP endpoint (HTTP) is
 // one such frontend; cross-cutting HTTP concerns (Host and Origin checks,
 // authentication, body limits) are links of a chain around it (chain.go).
@@ -44,15 +44,6 @@ type KeepAliver interface {
 	KeepAlive() error
 }
 
-// Mirror is a transport's own copy of request fields, which must agree with
-// the body: the MCP-Protocol-Version, Mcp-Method and Mcp-Name headers of
-// Streamable HTTP. A transport without one (stdio) passes nil.
-type Mirror interface {
-	// Check reports a -32020 error unless the mirrored field (an
-	// mcp.Header* name) is present once and holds want.
-	Check(field, want string) *jsonrpc.Error
-}
-
 // Options configure a Dispatcher.
 type Options struct {
 	// Handler answers every request that is not a stream.
@@ -85,7 +76,7 @@ func NewDispatcher(o Options) *Dispatcher {
 // `_meta` members (-32602), then the mirrored version against `_meta`
 // (-32020: a mismatch beats an unsupported version), then the version
 // itself (-32022), then the mirrored method and name (-32020).
-func Validate(msg *jsonrpc.Message, mirror Mirror) (*mcp.Request, *jsonrpc.Error) {
+func Validate(msg *jsonrpc.Message, mirror mcp.Mirror) (*mcp.Request, *jsonrpc.Error) {
 	params, err := msg.ParamsObject()
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params must be an object")
@@ -121,10 +112,10 @@ func Validate(msg *jsonrpc.Message, mirror Mirror) (*mcp.Request, *jsonrpc.Error
 			return nil, rpcErr
 		}
 	}
-	return &mcp.Request{Method: msg.Method, Params: params, Meta: meta}, nil
+	return &mcp.Request{Method: msg.Method, Params: params, Meta: meta, Mirror: mirror}, nil
 }
 
-func check(mirror Mirror, field, want string) *jsonrpc.Error {
+func check(mirror mcp.Mirror, field, want string) *jsonrpc.Error {
 	if mirror == nil {
 		return nil
 	}

@@ -90,7 +90,7 @@ func readMessage(w http.ResponseWriter, r *http.Request) (*jsonrpc.Message, bool
 	return msg, true
 }
 
-// headerMirror is the Mirror of Streamable HTTP: the request headers.
+// headerMirror is the mcp.Mirror of Streamable HTTP: the request headers.
 type headerMirror http.Header
 
 // Check verifies that header field is present once and, decoded, is want.
@@ -105,6 +105,14 @@ func (m headerMirror) Check(field, want string) *jsonrpc.Error {
 	}
 	if got != want {
 		return jsonrpc.Errorf(jsonrpc.CodeHeaderMismatch, "header %s does not match the request body", field)
+	}
+	return nil
+}
+
+// Absent verifies that header field is not sent.
+func (m headerMirror) Absent(field string) *jsonrpc.Error {
+	if len(http.Header(m).Values(field)) > 0 {
+		return jsonrpc.Errorf(jsonrpc.CodeHeaderMismatch, "header %s is sent but the request body has no value for it", field)
 	}
 	return nil
 }

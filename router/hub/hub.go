@@ -356,21 +356,6 @@ func targets(uri string, caps map[string]mcp.Capabilities, set *upstream.Set, ns
 	return out
 }
 
-// Capabilities is what Manifold can honour of resource subscriptions right
-// now, for server/discover: list changes if any upstream reports them,
-// updates if any upstream can subscribe. It does not wait for upstreams
-// still negotiating.
-func (h *Hub) Capabilities() mcp.ResourcesCapability {
-	caps := map[string]mcp.Capabilities{}
-	for _, u := range h.o.Upstreams.Load().All() {
-		if c, ok := u.Capabilities(); ok {
-			caps[u.Name()] = c
-		}
-	}
-	lists, _ := mcp.ListChangeOf(mcp.NotifyResourcesChanged)
-	return mcp.ResourcesCapability{ListChanged: anyOf(caps, lists.Declared), Subscribe: anyOf(caps, canSubscribe)}
-}
-
 // Close ends every subscription (ErrClosing) and waits, up to ctx, for their
 // frontends to close them.
 func (h *Hub) Close(ctx context.Context) error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/cache"
 	"github.com/manifold-mcp/manifold/internal/config"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/namespace"
 	"github.com/manifold-mcp/manifold/upstream"
 )
@@ -49,15 +50,20 @@ func newUpstreams(cfg *config.Config, log *slog.Logger, onEvent func(string, ups
 
 func upstreamOptions(uc config.Upstream) (upstream.Options, error) {
 	o := upstream.Options{
-		Name:             uc.Name,
-		URL:              uc.URL,
-		Header:           http.Header{},
-		ForwardHeaders:   uc.ForwardHeaders,
-		Retries:          *uc.Retries,
-		Command:          uc.Command,
-		Dir:              uc.Dir,
-		Protocol:         uc.Protocol,
-		Timeout:          uc.Timeout,
+		Name:           uc.Name,
+		URL:            uc.URL,
+		Header:         http.Header{},
+		ForwardHeaders: uc.ForwardHeaders,
+		Retries:        *uc.Retries,
+		Command:        uc.Command,
+		Dir:            uc.Dir,
+		Protocol:       uc.Protocol,
+		Timeout:        uc.Timeout,
+		CallTimeout:    uc.CallTimeout,
+		Filters: map[string]upstream.Filter{
+			mcp.MethodToolsList:   {Allow: uc.Tools.Allow, Deny: uc.Tools.Deny},
+			mcp.MethodPromptsList: {Allow: uc.Prompts.Allow, Deny: uc.Prompts.Deny},
+		},
 		MaxResponseBytes: int64(uc.MaxResponseBytes),
 		DefaultTTL:       uc.DefaultTTL,
 		DefaultScope:     uc.DefaultScope,

@@ -24,7 +24,6 @@ import (
 
 	"github.com/manifold-mcp/manifold/cache"
 	"github.com/manifold-mcp/manifold/internal/config"
-	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/metrics"
 	"github.com/manifold-mcp/manifold/merge"
 	"github.com/manifold-mcp/manifold/router"
@@ -46,6 +45,9 @@ type Process struct {
 // New builds every component. Stdio upstream processes start here.
 func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 	p := &Process{cfg: cfg, log: log}
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration: " + w.String())
+	}
 	// Upstream events go to the hub, which is built once the upstreams are.
 	// A stdio child may speak first: until then there is nothing cached and
 	// nobody subscribed, so its events are of no use to anyone.
@@ -83,11 +85,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 		Namespace: ns,
 		Codec:     merge.NewCodec(cursorSecret(cfg, log), cfg.CursorTTL),
 		Logger:    log,
-		Capabilities: func() mcp.Capabilities {
-			rc := p.hub.Capabilities()
-			return mcp.Capabilities{Resources: &rc}
-		},
-		Cache: p.cache,
+		Cache:     p.cache,
 	})
 	d := frontend.NewDispatcher(frontend.Options{Handler: rt, Hub: p.hub, KeepAlive: cfg.Subscriptions.KeepAlive, Logger: log})
 	p.http = &http.Server{

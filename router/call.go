@@ -1,0 +1,275 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/upstream"
+)
+
+// byName routes a tools/call or prompts/get to the upstream that serves
+// params.name, with the upstream's own name. Such calls are never cached,
+// never collapsed with another caller's and never retried once sent.
+func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request) (json.RawMessage, error) {
+	name, ok := req.Params.Str("name")
+	if !ok {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.name must be a string")
+	}
+	u, inner := r.nameOwner(ctx, set, m.Names, name)
+	if u == nil {
+		return nil, unknownName(m.Names, name)
+	}
+	sub := *req
+	sub.Params = req.Params.Clone()
+	sub.Params["name"] = jsonrpc.Quote(inner)
+	if m.Name == mcp.MethodToolsCall {
+		hs, err := r.paramHeaders(ctx, set, u, name, req)
+		if err != nil {
+			return nil, err
+		}
+		sub.ParamHeaders = hs
+	}
+	return r.answer(ctx, u, &sub)
+}
+
+// complete routes a completion/complete by its ref: a prompt by name, a
+// resource or template by URI.
+func (r *Router) complete(ctx context.Context, set *upstream.Set, req *mcp.Request) (json.RawMessage, error) {
+	ref, err := req.Params.Object("ref")
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.ref must be an object")
+	}
+	var u *upstream.Upstream
+	var member, id, inner string
+	switch ref.String("type") {
+	case "ref/prompt":
+		member, id = "name", ref.String("name")
+		if u, inner = r.nameOwner(ctx, set, mcp.MethodPromptsList, id); u == nil {
+			return nil, unknownName(mcp.MethodPromptsList, id)
+		}
+	case "ref/resource":
+		member, id = "uri", ref.String("uri")
+		if u, inner = r.uriOwner(set, id); u == nil {
+			return nil, notFound(id, "no upstream serves this URI prefix")
+		}
+	default:
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, `params.ref.type must be "ref/prompt" or "ref/resource"`)
+	}
+	ref[member] = jsonrpc.Quote(inner)
+	sub := *req
+	sub.Params = req.Params.Clone()
+	sub.Params["ref"] = ref.Marshal()
+	return r.answer(ctx, u, &sub)
+}
+
+// answer asks u (through the cache, which passes what it may not store)
+// and turns a failure to get an answer into an error for the caller.
+func (r *Router) answer(ctx context.Context, u *upstream.Upstream, req *mcp.Request) (json.RawMessage, error) {
+	res, err := r.fetch(ctx, u, req, "")
+	var ue *unavailableError
+	if errors.As(err, &ue) {
+		r.log.Warn("call failed", "upstream", u.Name(), "method", req.Method, "err", ue.err)
+		return nil, ue.rpc()
+	}
+	return res, err
+}
+
+// nameOwner finds the upstream serving the merged-view name in list, and
+// its own name for it: by prefix, or (without namespaces) by what the list
+// pages said, listing again once if they said nothing. A name the
+// upstream's filter hides is unknown.
+func (r *Router) nameOwner(ctx context.Context, set *upstream.Set, list, name string) (*upstream.Upstream, string) {
+	var u *upstream.Upstream
+	inner := name
+	if r.ns.Prefix {
+		up, in, ok := r.ns.SplitName(name)
+		if !ok {
+			return nil, ""
+		}
+		u, inner = set.Get(up), in
+	} else {
+		owner, ok := r.routes.owner(set.Names(), list, name)
+		if !ok {
+			r.learn(ctx, set, set.All(), list)
+			owner, ok = r.routes.owner(set.Names(), list, name)
+		}
+		if ok {
+			u = set.Get(owner)
+		}
+	}
+	if u == nil || !u.Exposes(list, inner) {
+		return nil, ""
+	}
+	return u, inner
+}
+
+// uriOwner finds the upstream of a merged-view URI or template.
+func (r *Router) uriOwner(set *upstream.Set, uri string) (*upstream.Upstream, string) {
+	if r.ns.Prefix {
+		up, inner, ok := r.ns.Split(uri)
+		if !ok {
+			return nil, ""
+		}
+		return set.Get(up), inner
+	}
+	return set.Get(r.routes.candidates(set.Names(), uri)[0]), uri
+}
+
+// paramHeaders checks the caller's Mcp-Param-* headers against the
+// arguments of a tool call (when the caller's transport has headers) and
+// returns the headers a modern upstream must get. A tool not seen in a
+// list yet is learnt by listing its upstream's tools once.
+func (r *Router) paramHeaders(ctx context.Context, set *upstream.Set, u *upstream.Upstream, tool string, req *mcp.Request) (http.Header, error) {
+	if _, known := r.routes.owner(set.Names(), mcp.MethodToolsList, tool); !known {
+		r.learn(ctx, set, []*upstream.Upstream{u}, mcp.MethodToolsList)
+	}
+	hs := r.routes.paramHeaders(tool)
+	if len(hs) == 0 {
+		return nil, nil
+	}
+	args, err := req.Params.Object("arguments")
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.arguments must be an object")
+	}
+	out := http.Header{}
+	for _, h := range hs {
+		value, present, err := h.HeaderValue(args[h.Param])
+		if err != nil {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "arguments.%s: %v", h.Param, err)
+		}
+		if req.Mirror != nil {
+			check := req.Mirror.Absent(h.Header)
+			if present {
+				check = req.Mirror.Check(h.Header, value)
+			}
+			if check != nil {
+				return nil, check
+			}
+		}
+		if present {
+			out.Set(h.Header, mcp.EncodeHeader(value))
+		}
+	}
+	return out, nil
+}
+
+// learnPages bounds the pages one on-demand listing reads of an upstream.
+const learnPages = 20
+
+// learn lists list on each of ups (every page, through the cache) so the
+// routes know their names, at most once a second per upstream and list:
+// calls of names nobody lists must not list again each time.
+func (r *Router) learn(ctx context.Context, set *upstream.Set, ups []*upstream.Upstream, list string) {
+	for _, u := range ups {
+		key := u.Name() + "\x00" + list
+		if !r.learning.allow(key, time.Second) {
+			continue
+		}
+		req := &mcp.Request{Method: list, Params: jsonrpc.Object{}, Meta: jsonrpc.Object{}}
+		for page := 0; page < learnPages; page++ {
+			res, err := r.fetch(ctx, u, req, "")
+			if err != nil {
+				break
+			}
+			var p struct {
+				NextCursor string `json:"nextCursor"`
+			}
+			obj, err := jsonrpc.ParseObject(res)
+			if err != nil {
+				break
+			}
+			m, _ := mcp.Lookup(list)
+			items, _ := obj.Objects(m.Items)
+			r.routes.observe(set.Names(), u.Name(), list, items)
+			if json.Unmarshal(res, &p) != nil || p.NextCursor == "" {
+				break
+			}
+			req = &mcp.Request{Method: list, Params: jsonrpc.Object{"cursor": jsonrpc.Quote(p.NextCursor)}, Meta: jsonrpc.Object{}}
+		}
+	}
+}
+
+// unknownName is the answer for a tool or prompt no upstream serves.
+func unknownName(list, name string) *jsonrpc.Error {
+	kind := strings.TrimSuffix(strings.TrimSuffix(list, "/list"), "s")
+	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q", kind, name).WithData(map[string]string{"name": name})
+}
+
+// shapeList makes one upstream's tools or prompts page what callers may
+// see: the names its filter hides left out, and tools whose x-mcp-header
+// annotations are invalid left out with a warning (clients would drop them
+// anyway, and could not call them correctly).
+func (r *Router) shapeList(u *upstream.Upstream, m *mcp.Method, result json.RawMessage) (json.RawMessage, error) {
+	obj, err := jsonrpc.ParseObject(result)
+	if err != nil {
+		return nil, err
+	}
+	items, err := obj.Objects(m.Items)
+	if err != nil || items == nil {
+		return result, err
+	}
+	kept := items[:0]
+	for _, item := range items {
+		name := item.String("name")
+		if !u.Exposes(m.Name, name) {
+			continue
+		}
+		if m.Name == mcp.MethodToolsList {
+			if _, err := mcp.ParamHeaders(item); err != nil {
+				r.warnOnce("invalid-tool\x00"+u.Name()+"\x00"+name, "upstream tool left out: invalid x-mcp-header annotation", "upstream", u.Name(), "tool", name, "err", err)
+				continue
+			}
+		}
+		if joined := r.ns.JoinName(u.Name(), name); len(joined) > maxNameLen {
+			r.warnOnce("long-name\x00"+joined, "namespaced name longer than LLM APIs accept for function names", "name", joined, "length", len(joined), "max", maxNameLen)
+		}
+		kept = append(kept, item)
+	}
+	if len(kept) == len(items) {
+		return result, nil
+	}
+	obj.SetObjects(m.Items, kept)
+	return obj.Marshal(), nil
+}
+
+// maxNameLen is the longest function name the LLM APIs agents use accept.
+const maxNameLen = 64
+
+func (r *Router) warnOnce(key, msg string, args ...any) {
+	if r.warned.first(key) {
+		r.log.Warn(msg, args...)
+	}
+}
+
+// marks remembers keys, boundedly, for things done once or once in a while.
+type marks struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+const maxMarks = 10_000
+
+// allow reports whether key was not marked within every, and marks it.
+func (k *marks) allow(key string, every time.Duration) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := time.Now()
+	if at, ok := k.seen[key]; ok && now.Sub(at) < every {
+		return false
+	}
+	if k.seen == nil || len(k.seen) >= maxMarks {
+		k.seen = map[string]time.Time{}
+	}
+	k.seen[key] = now
+	return true
+}
+
+// first reports whether key was never marked, and marks it.
+func (k *marks) first(key string) bool { return k.allow(key, time.Duration(1<<63-1)) }

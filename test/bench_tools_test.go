@@ -1,0 +1,89 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// BenchmarkToolCall compares a tools/call through Manifold with the same
+// call sent to the upstream directly (a go-sdk server, stateless, JSON
+// answers, a tool that echoes 1 KiB): serial (latency) and 16 concurrent
+// callers (throughput). Calls are never cached, so this is the hop itself.
+func BenchmarkToolCall(b *testing.B) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	text := strings.Repeat("manifold benchmark payload ", 38)[:1024]
+	s.AddTool(&mcp.Tool{Name: "echo", InputSchema: objectSchema(`{"text":{"type":"string"}}`)}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var a struct{ Text string }
+		_ = json.Unmarshal(req.Params.Arguments, &a)
+		return textResult(a.Text), nil
+	})
+	up := modernSDK(b, s)
+	p := startProxy(b, "upstreams:"+httpUpstreamYAML("bench", up.URL))
+	for _, mode := range []string{"serial", "parallel"} {
+		for _, tg := range []struct{ name, url, tool string }{{"direct", up.URL, "echo"}, {"manifold", p.URL, "bench_echo"}} {
+			body := []byte(rpcBody(1, "tools/call", fmt.Sprintf(`"name":%q,"arguments":{"text":%q}`, tg.tool, text)))
+			h := headers("tools/call", tg.tool)
+			b.Run(mode+"/"+tg.name, func(b *testing.B) {
+				benchPost(b, tg.url, h, body)
+				b.ReportAllocs()
+				b.ResetTimer()
+				if mode == "serial" {
+					for b.Loop() {
+						benchPost(b, tg.url, h, body)
+					}
+					return
+				}
+				b.SetParallelism(8) // 16 callers on 2 cores
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						benchPost(b, tg.url, h, body)
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkToolsListFanOut compares a merged tools/list over 16 upstreams
+// (each a go-sdk server with 20 tools that takes 2 ms + i×0.5 ms to answer,
+// so the slowest takes 9.5 ms) with tools/list sent to the slowest one
+// alone. The cache is off: every page is fetched.
+func BenchmarkToolsListFanOut(b *testing.B) {
+	const n = 16
+	yaml := "cache: {memory: {max_bytes: 0}}\nupstreams:"
+	var slowest *httpUpstream
+	for i := 0; i < n; i++ {
+		s := mcp.NewServer(&mcp.Implementation{Name: fmt.Sprint("u", i), Version: "1"}, nil)
+		for j := 0; j < 20; j++ {
+			s.AddTool(&mcp.Tool{Name: fmt.Sprint("tool", j), Description: "a tool of the benchmark", InputSchema: objectSchema(`{"q":{"type":"string"}}`)},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return textResult("x"), nil })
+		}
+		delay := 2*time.Millisecond + time.Duration(i)*500*time.Microsecond
+		inner := modernHandler(s)
+		up := serveHTTP(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(delay)
+			inner.ServeHTTP(w, r)
+		}))
+		yaml += httpUpstreamYAML(fmt.Sprint("u", i), up.URL)
+		slowest = up
+	}
+	p := startProxy(b, yaml)
+	body := []byte(rpcBody(1, "tools/list", ""))
+	h := headers("tools/list", "")
+	for _, tg := range []struct{ name, url string }{{"slowest-alone", slowest.URL}, {"manifold-16", p.URL}} {
+		b.Run(tg.name, func(b *testing.B) {
+			benchPost(b, tg.url, h, body)
+			b.ResetTimer()
+			for b.Loop() {
+				benchPost(b, tg.url, h, body)
+			}
+		})
+	}
+}
