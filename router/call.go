@@ -70,8 +70,24 @@ func (r *Router) complete(ctx context.Context, set *upstream.Set, req *mcp.Reque
 }
 
 // answer asks u (through the cache, which passes what it may not store)
-// and turns a failure to get an answer into an error for the caller.
+// and turns a failure to get an answer into an error for the caller. A call
+// to a server that may ask questions in the middle of it is held when it
+// does (bridge.go); the retry of a held call resumes it.
 func (r *Router) answer(ctx context.Context, u *upstream.Upstream, req *mcp.Request) (json.RawMessage, error) {
+	if held(req) {
+		return r.holds.resume(ctx, req)
+	}
+	if !u.MayAsk() {
+		return r.answerNow(ctx, u, req)
+	}
+	return r.holds.start(ctx, req, func(hctx context.Context, ask mcp.Ask) (json.RawMessage, error) {
+		sub := *req
+		sub.Ask = ask
+		return r.answerNow(hctx, u, &sub)
+	})
+}
+
+func (r *Router) answerNow(ctx context.Context, u *upstream.Upstream, req *mcp.Request) (json.RawMessage, error) {
 	res, err := r.fetch(ctx, u, req, "")
 	var ue *unavailableError
 	if errors.As(err, &ue) {

@@ -46,7 +46,9 @@ type Options struct {
 	Upstreams *upstream.Registry
 	Namespace namespace.Namespace
 	Codec     *merge.Codec
-	Logger    *slog.Logger
+	// Secret seals the requestState of held calls (bridge.go).
+	Secret []byte
+	Logger *slog.Logger
 	// Cache answers what it can; nil means every call reaches its upstream.
 	Cache *cache.Cache
 }
@@ -63,6 +65,7 @@ type Router struct {
 
 	learning marks // on-demand listings, by upstream and list
 	warned   marks // warnings logged once
+	holds    *holds
 }
 
 // DiscoverTTL is how long clients may cache Manifold's server/discover: its
@@ -74,7 +77,7 @@ func New(o Options) *Router {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Router{ups: o.Upstreams, ns: o.Namespace, cache: o.Cache, log: o.Logger, routes: newRoutes(o.Logger)}
+	r := &Router{ups: o.Upstreams, ns: o.Namespace, cache: o.Cache, log: o.Logger, routes: newRoutes(o.Logger), holds: newHolds(o.Secret)}
 	r.merger = &merge.Merger{
 		Codec:   o.Codec,
 		Log:     o.Logger,
@@ -273,6 +276,9 @@ func (r *Router) shape(u *upstream.Upstream, method string, res json.RawMessage)
 	}
 	return r.decorate(res, m.Cacheable)
 }
+
+// Capabilities is what Manifold serves now, from the current upstreams.
+func (r *Router) Capabilities() mcp.Capabilities { return capabilities(r.ups.Load()) }
 
 // capabilities is what Manifold serves now, for server/discover: resources
 // always; tools, prompts and completions when some upstream serves them;

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
 // conn is what a transport does for the era logic: carry one exchange, send a
@@ -39,6 +40,12 @@ type conn interface {
 	scoped(s *session) bool
 }
 
+// onMessage handles what a server sends that is not the answer to a call:
+// its requests (answered through reply, now or later), and notifications.
+// ask is the question channel of the call whose stream carried the message,
+// or nil when the channel is shared.
+type onMessage func(ctx context.Context, m *jsonrpc.Message, ask mcp.Ask, reply func(*jsonrpc.Message))
+
 // errNoStream: the server offers no stream for server-initiated messages.
 var errNoStream = errors.New("no notification stream")
 
@@ -53,6 +60,7 @@ type exchange struct {
 	idempotent bool        // may be retried on a connection error
 	initial    bool        // the legacy initialize request
 	notify     func(*jsonrpc.Message)
+	ask        mcp.Ask // puts the server's questions to the caller; may be nil
 }
 
 // reply is a response and what the transport learnt carrying it.

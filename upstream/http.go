@@ -26,10 +26,10 @@ type httpConn struct {
 	limit   int64
 	retry   *retryablehttp.Client // idempotent calls
 	plain   *http.Client          // everything else; never retried
-	onMsg   func(*jsonrpc.Message) *jsonrpc.Message
+	onMsg   onMessage
 }
 
-func newHTTPConn(o Options, onMsg func(*jsonrpc.Message) *jsonrpc.Message) *httpConn {
+func newHTTPConn(o Options, onMsg onMessage) *httpConn {
 	rt := o.Transport
 	if rt == nil {
 		tr := cleanhttp.DefaultPooledTransport()
@@ -193,6 +193,10 @@ func (c *httpConn) readStream(ctx context.Context, body io.Reader, ex *exchange)
 			return errStreamDone
 		case m.IsNotification() && ex.notify != nil && requestScoped(m.Method):
 			ex.notify(m)
+		case m.IsRequest() && ex.ask == nil:
+			// A question on a call's own stream is that call's, and its
+			// caller cannot be asked.
+			c.onMsg(ctx, m, cannotAsk, func(a *jsonrpc.Message) { go c.answer(context.WithoutCancel(ctx), ex, a) })
 		default:
 			c.serverMessage(ctx, ex, m)
 		}
@@ -209,12 +213,13 @@ func (c *httpConn) readStream(ctx context.Context, body io.Reader, ex *exchange)
 
 var errStreamDone = errors.New("response received")
 
-// serverMessage hands what the server sent outside the exchange to onMsg,
-// and sends back the answer, if any, on the same session.
+// serverMessage hands what the server sent, other than the exchange's own
+// answer, to onMsg (a request on a call's own stream is that call's
+// question), and sends back the answer, if any, on the same session.
 func (c *httpConn) serverMessage(ctx context.Context, ex *exchange, m *jsonrpc.Message) {
-	if answer := c.onMsg(m); answer != nil {
+	c.onMsg(ctx, m, ex.ask, func(answer *jsonrpc.Message) {
 		go c.answer(context.WithoutCancel(ctx), ex, answer)
-	}
+	})
 }
 
 // requestScoped reports whether a notification belongs to the call whose

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"sync"
@@ -61,4 +62,52 @@ func (p *progress) deliver(m *jsonrpc.Message) bool {
 	params[mcp.MetaProgressToken] = c.original
 	c.notify(&jsonrpc.Message{JSONRPC: jsonrpc.Version, Method: m.Method, Params: params.Marshal()})
 	return true
+}
+
+// asks are the calls in flight whose callers can be asked a question. A
+// question on a call's own stream goes to that call; one on a shared
+// channel (stdout, a legacy session's GET stream) names no call, so it goes
+// to the only call that can ask, if there is exactly one.
+type asks struct {
+	mu    sync.Mutex
+	calls map[*askingCall]struct{}
+}
+
+type askingCall struct {
+	ctx context.Context
+	ask mcp.Ask
+}
+
+// add registers a call; the function returned removes it.
+func (a *asks) add(ctx context.Context, ask mcp.Ask) func() {
+	c := &askingCall{ctx: ctx, ask: ask}
+	a.mu.Lock()
+	if a.calls == nil {
+		a.calls = map[*askingCall]struct{}{}
+	}
+	a.calls[c] = struct{}{}
+	a.mu.Unlock()
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		delete(a.calls, c)
+	}
+}
+
+// only returns the one asking call, if there is exactly one.
+func (a *asks) only() (context.Context, mcp.Ask) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.calls) != 1 {
+		return nil, nil
+	}
+	for c := range a.calls {
+		return c.ctx, c.ask
+	}
+	return nil, nil
+}
+
+// cannotAsk is the Ask of a call whose caller cannot be asked anything.
+func cannotAsk(context.Context, *jsonrpc.Message) (json.RawMessage, error) {
+	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "the caller of this request cannot be asked")
 }

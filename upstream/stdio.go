@@ -39,7 +39,7 @@ const (
 type stdioConn struct {
 	o     Options
 	log   *slog.Logger
-	onMsg func(*jsonrpc.Message) *jsonrpc.Message
+	onMsg onMessage
 
 	mu      sync.Mutex
 	cur     *process
@@ -75,7 +75,7 @@ type pendingCall struct {
 	reply chan *jsonrpc.Message
 }
 
-func newStdioConn(o Options, log *slog.Logger, onMsg func(*jsonrpc.Message) *jsonrpc.Message) (*stdioConn, error) {
+func newStdioConn(o Options, log *slog.Logger, onMsg onMessage) (*stdioConn, error) {
 	if _, err := exec.LookPath(o.Command[0]); err != nil {
 		return nil, fmt.Errorf("command: %w", err)
 	}
@@ -266,18 +266,13 @@ func (c *stdioConn) dispatch(p *process, line []byte) {
 		if l != nil {
 			close(l.closed)
 		}
-	case m.IsNotification():
-		if l := p.listenFor(m); l != nil {
-			l.deliver(m)
-		} else if answer := c.onMsg(m); answer != nil {
-			b, _ := json.Marshal(answer)
-			_ = p.write(b)
-		}
+	case m.IsNotification() && p.listenFor(m) != nil:
+		p.listenFor(m).deliver(m)
 	default:
-		if answer := c.onMsg(m); answer != nil {
+		c.onMsg(context.Background(), m, nil, func(answer *jsonrpc.Message) {
 			b, _ := json.Marshal(answer)
 			_ = p.write(b)
-		}
+		})
 	}
 }
 

@@ -116,6 +116,7 @@ type Upstream struct {
 	ids        atomic.Int64
 	eraChanges atomic.Uint64
 	progress   progress
+	asks       asks
 
 	w         watch
 	stopWatch context.CancelFunc
@@ -227,6 +228,9 @@ var (
 func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (*reply, error) {
 	req, notify, done := u.routeProgress(s, req)
 	defer done()
+	if req.Ask != nil {
+		defer u.asks.add(ctx, req.Ask)()
+	}
 	params, err := u.params(s, req)
 	if err != nil {
 		return nil, err
@@ -239,6 +243,7 @@ func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (
 		header:     u.forwarded(req.Header),
 		idempotent: idempotent(req.Method),
 		notify:     notify,
+		ask:        req.Ask,
 	}
 	if m, ok := mcp.Lookup(req.Method); ok && m.NameParam != "" {
 		ex.name = req.Params.String(m.NameParam)
@@ -275,6 +280,15 @@ func (u *Upstream) routeProgress(s *session, req *mcp.Request) (*mcp.Request, fu
 		req.Notify(m)
 	}
 	return &sub, notify, done
+}
+
+// MayAsk reports whether the server may put questions (sampling,
+// elicitation, roots) in the middle of a call: a legacy server, or one not
+// negotiated with yet. A modern server asks by answering input_required.
+func (u *Upstream) MayAsk() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sess == nil || !u.sess.Modern
 }
 
 // Exposes reports whether the server's name in list (tools/list,
@@ -429,7 +443,9 @@ func (u *Upstream) discover(ctx context.Context, gen uint64) (*session, error) {
 func (u *Upstream) initialize(ctx context.Context, gen uint64, version string) (*session, error) {
 	params := jsonrpc.Object{}
 	_ = params.Set("protocolVersion", version)
-	_ = params.Set("capabilities", struct{}{})
+	// Manifold can put a legacy server's questions to the caller of the
+	// request that asks them (it answers them itself when nobody can).
+	params["capabilities"] = json.RawMessage(`{"sampling":{},"elicitation":{}}`)
 	_ = params.Set("clientInfo", u.o.ClientInfo)
 	msg, err := u.conn.call(ctx, &exchange{
 		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodInitialize, Params: params.Marshal()},
@@ -461,7 +477,24 @@ func (u *Upstream) initialize(ctx context.Context, gen uint64, version string) (
 	if err := u.conn.send(ctx, s.exchangeFor(init)); err != nil {
 		return nil, fmt.Errorf("notifications/initialized: %w", err)
 	}
+	if s.Capabilities.Logging != nil {
+		u.logEverything(ctx, s)
+	}
 	return s, nil
+}
+
+// logEverything asks a legacy server to send log messages of every level
+// on the session Manifold shares among its callers, each of whom then gets
+// those at its own level (mcp.LogAllowed).
+func (u *Upstream) logEverything(ctx context.Context, s *session) {
+	params, _ := json.Marshal(map[string]string{"level": mcp.LogLevels[0]})
+	r, err := u.conn.call(ctx, &exchange{
+		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSetLevel, Params: params},
+		version: s.Version, session: s.id, gen: s.gen,
+	})
+	if err != nil || r.Error != nil {
+		u.log.Debug("upstream refused logging/setLevel", "err", err)
+	}
 }
 
 func (s *session) exchangeFor(raw []byte) *exchange {
@@ -470,16 +503,27 @@ func (s *session) exchangeFor(raw []byte) *exchange {
 	return &exchange{msg: m, version: s.Version, session: s.id, gen: s.gen}
 }
 
-// onServerMessage handles what the server sends outside any call: requests
-// it makes of us (ping) and notifications for the hub.
-func (u *Upstream) onServerMessage(msg *jsonrpc.Message) *jsonrpc.Message {
+// onServerMessage handles what the server sends besides its answers:
+// requests it makes of us (ping, and the questions of a call, which go to
+// that call's caller) and notifications (progress for a call, changes for
+// the hub).
+func (u *Upstream) onServerMessage(ctx context.Context, msg *jsonrpc.Message, ask mcp.Ask, reply func(*jsonrpc.Message)) {
 	switch {
 	case msg.IsRequest() && msg.Method == mcp.MethodPing:
-		return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Result: json.RawMessage(`{}`)}
+		reply(&jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Result: json.RawMessage(`{}`)})
+	case msg.IsRequest() && mcp.Questions[msg.Method] != "":
+		if ask == nil {
+			// A shared channel names no call: the question is the one
+			// call's that can ask, if there is exactly one.
+			ctx, ask = u.asks.only()
+		}
+		if ask == nil {
+			reply(refusal(msg, "no caller is waiting for the request that asks it"))
+			return
+		}
+		go func() { reply(answerOf(ctx, msg, ask)) }()
 	case msg.IsRequest():
-		// Manifold declares no client capabilities, so a server has no
-		// business asking for sampling, elicitation or roots.
-		return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Error: jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not supported by Manifold", msg.Method)}
+		reply(refusal(msg, "not supported by Manifold"))
 	case msg.IsNotification() && msg.Method == mcp.NotifyProgress:
 		// Progress outside its call's own stream: a legacy session's GET
 		// stream, or stdout. A log message there names no request: dropped.
@@ -489,7 +533,24 @@ func (u *Upstream) onServerMessage(msg *jsonrpc.Message) *jsonrpc.Message {
 			u.emit(ev)
 		}
 	}
-	return nil
+}
+
+func refusal(msg *jsonrpc.Message, why string) *jsonrpc.Message {
+	return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Error: jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "%s: %s", msg.Method, why)}
+}
+
+// answerOf puts the server's question to the caller and makes the answer
+// the server's response.
+func answerOf(ctx context.Context, q *jsonrpc.Message, ask mcp.Ask) *jsonrpc.Message {
+	res, err := ask(ctx, q)
+	if err != nil {
+		var rpcErr *jsonrpc.Error
+		if !errors.As(err, &rpcErr) {
+			rpcErr = jsonrpc.Errorf(jsonrpc.CodeInternalError, "the caller did not answer: %v", err)
+		}
+		return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: q.ID, Error: rpcErr}
+	}
+	return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: q.ID, Result: res}
 }
 
 // StartWatching keeps a subscription on the upstream from now until Close:

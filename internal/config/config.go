@@ -46,7 +46,9 @@ type Config struct {
 	Cache     Cache         `yaml:"cache"`
 	// Subscriptions configures subscriptions/listen streams.
 	Subscriptions Subscriptions `yaml:"subscriptions"`
-	Upstreams     []Upstream    `yaml:"upstreams"`
+	// Sessions bounds the sessions of legacy callers.
+	Sessions  Sessions   `yaml:"sessions"`
+	Upstreams []Upstream `yaml:"upstreams"`
 }
 
 // Subscriptions bounds the downstream subscription streams.
@@ -58,6 +60,14 @@ type Subscriptions struct {
 	// Queue is how many notifications may wait for one slow subscriber
 	// before its stream is closed.
 	Queue int `yaml:"queue"`
+}
+
+// Sessions configures the sessions legacy callers open with initialize.
+type Sessions struct {
+	// IdleTimeout ends a session unused for this long.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// Max bounds the open sessions (of this process, or in Redis).
+	Max int `yaml:"max"`
 }
 
 // Auth makes Manifold authenticate its callers itself. With no tokens,

@@ -77,6 +77,8 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Subscriptions.KeepAlive, 25*time.Second)
 	setDefault(&c.Subscriptions.MaxStreams, 10_000)
 	setDefault(&c.Subscriptions.Queue, 64)
+	setDefault(&c.Sessions.IdleTimeout, 30*time.Minute)
+	setDefault(&c.Sessions.Max, 10_000)
 	c.Cache.applyDefaults()
 	for i := range c.Upstreams {
 		c.Upstreams[i].applyDefaults()
@@ -147,6 +149,12 @@ func (c *Config) validate() []Problem {
 	c.validateLimits(&ps)
 	ps = append(ps, c.Cache.validate()...)
 	c.Subscriptions.validate(&ps)
+	if c.Sessions.IdleTimeout < time.Second {
+		ps.add("sessions.idle_timeout", "must be at least 1s")
+	}
+	if c.Sessions.Max < 1 {
+		ps.add("sessions.max", "must be at least 1")
+	}
 	for i, tok := range c.Auth.BearerTokens {
 		if len(tok) < 16 {
 			ps.add(fmt.Sprintf("auth.bearer_tokens[%d]", i), "must be at least 16 characters")

@@ -8,6 +8,8 @@
 package mcp
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"slices"
 
@@ -113,6 +115,7 @@ type Capabilities struct {
 	Tools       *ListCapability      `json:"tools,omitempty"`
 	Prompts     *ListCapability      `json:"prompts,omitempty"`
 	Completions *struct{}            `json:"completions,omitempty"`
+	Logging     *struct{}            `json:"logging,omitempty"`
 }
 
 // SubscriptionFilter is the `notifications` member of subscriptions/listen.
@@ -150,6 +153,22 @@ type Request struct {
 	// ParamHeaders are the Mcp-Param-* headers that mirror a tool call's
 	// annotated arguments, for a modern HTTP upstream.
 	ParamHeaders http.Header
+	// Ask, if set, puts a question an upstream asked while serving the
+	// request (a legacy server's sampling, elicitation or roots request)
+	// to the caller, and returns the caller's result.
+	Ask Ask
+}
+
+// Ask puts a server-to-client request to the caller of a request and
+// returns its result; an error is the caller's refusal or absence.
+type Ask func(ctx context.Context, q *jsonrpc.Message) (json.RawMessage, error)
+
+// Questions are the server-to-client requests a caller may be asked, with
+// the client capability each needs.
+var Questions = map[string]string{
+	"sampling/createMessage": "sampling",
+	"elicitation/create":     "elicitation",
+	"roots/list":             "roots",
 }
 
 // Mirror is a transport's own copy of request fields, which must agree with
@@ -184,4 +203,23 @@ func NormalizeScope(s string) string {
 		return ScopePublic
 	}
 	return ScopePrivate
+}
+
+// LogLevels are the syslog severities of notifications/message, least
+// severe first.
+var LogLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// LogAllowed reports whether a caller that asked for level (its least
+// severe) wants the log notification m; "" wants none. A legacy server whose
+// session logs everything can so serve each caller at its own level.
+func LogAllowed(level string, m *jsonrpc.Message) bool {
+	want := slices.Index(LogLevels, level)
+	if want < 0 {
+		return false
+	}
+	var p struct {
+		Level string `json:"level"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	return slices.Index(LogLevels, p.Level) >= want
 }

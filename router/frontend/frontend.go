@@ -50,6 +50,8 @@ type Options struct {
 	Handler router.Handler
 	// Hub serves subscriptions/listen; without it the method is unknown.
 	Hub *hub.Hub
+	// Capabilities is what Manifold serves now, for a legacy initialize.
+	Capabilities func() mcp.Capabilities
 	// KeepAlive is the interval of keep-alives on a quiet subscription.
 	KeepAlive time.Duration
 	Logger    *slog.Logger
@@ -135,17 +137,27 @@ func (d *Dispatcher) Serve(ctx context.Context, id json.RawMessage, req *mcp.Req
 		d.listen(ctx, id, req, w)
 		return
 	}
+	res, err := d.handle(ctx, req, w)
+	if err != nil {
+		w.Error(id, err)
+		return
+	}
+	w.Result(id, res)
+}
+
+// handle runs a request that is answered once, passing the notifications
+// the caller asked for to w ahead of the answer, which it returns.
+func (d *Dispatcher) handle(ctx context.Context, req *mcp.Request, w Writer) (json.RawMessage, *jsonrpc.Error) {
 	n := &notifier{w: w}
 	_, n.progress = req.Meta[mcp.MetaProgressToken]
-	_, n.logs = req.Meta[mcp.MetaLogLevel]
+	n.logLevel = req.Meta.String(mcp.MetaLogLevel)
 	req.Notify = n.notify
 	res, err := d.o.Handler.Handle(ctx, req)
 	n.finish()
 	if err != nil {
-		w.Error(id, d.answerable(req.Method, err))
-		return
+		return nil, d.answerable(req.Method, err)
 	}
-	w.Result(id, res)
+	return res, nil
 }
 
 // answerable turns a handler's error into what the caller may see: a
@@ -167,8 +179,9 @@ func (d *Dispatcher) answerable(method string, err error) *jsonrpc.Error {
 // only reader (stdio), which a client that stops reading must not block. A
 // full queue drops.
 type notifier struct {
-	w              Writer
-	progress, logs bool
+	w        Writer
+	progress bool
+	logLevel string // the least severe log level the caller wants; "" for none
 
 	mu    sync.Mutex
 	done  bool
@@ -179,7 +192,7 @@ type notifier struct {
 const notifyQueue = 32
 
 func (n *notifier) notify(m *jsonrpc.Message) {
-	if !(m.Method == mcp.NotifyProgress && n.progress || m.Method == mcp.NotifyMessage && n.logs) {
+	if !(m.Method == mcp.NotifyProgress && n.progress || m.Method == mcp.NotifyMessage && mcp.LogAllowed(n.logLevel, m)) {
 		return
 	}
 	b, err := json.Marshal(m)

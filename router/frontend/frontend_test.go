@@ -40,7 +40,7 @@ func TestValidationTable(t *testing.T) {
 	echo := router.HandlerFunc(func(_ context.Context, req *mcp.Request) (json.RawMessage, error) {
 		return json.RawMessage(fmt.Sprintf(`{"method":%q}`, req.Method)), nil
 	})
-	srv := httptest.NewServer(NewHTTP(NewDispatcher(Options{Handler: echo})))
+	srv := httptest.NewServer(NewHTTP(NewDispatcher(Options{Handler: echo}), nil))
 	defer srv.Close()
 	read := func(params string) string {
 		return `{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{` + params + `}}`
@@ -216,7 +216,7 @@ func TestProgressBeforeResult(t *testing.T) {
 		req.Notify(&jsonrpc.Message{JSONRPC: "2.0", Method: "notifications/other"})
 		return json.RawMessage(`{"done":true}`), nil
 	})
-	srv := httptest.NewServer(NewHTTP(NewDispatcher(Options{Handler: h})))
+	srv := httptest.NewServer(NewHTTP(NewDispatcher(Options{Handler: h}), nil))
 	defer srv.Close()
 	body := func(withToken bool) string {
 		m := meta
@@ -270,7 +270,7 @@ func TestProgressBeforeResult(t *testing.T) {
 // the graceful-closure result. A listen that accepts no SSE is refused.
 func TestListenFraming(t *testing.T) {
 	h := hub.New(hub.Options{Upstreams: upstream.NewRegistry(nil), Namespace: namespace.Namespace{Prefix: true}})
-	srv := httptest.NewServer(NewHTTP(NewDispatcher(Options{Handler: router.HandlerFunc(nil), Hub: h, KeepAlive: 50 * time.Millisecond})))
+	srv := httptest.NewServer(NewHTTP(NewDispatcher(Options{Handler: router.HandlerFunc(nil), Hub: h, KeepAlive: 50 * time.Millisecond}), nil))
 	defer srv.Close()
 	body := `{"jsonrpc":"2.0","id":"sub-1","method":"subscriptions/listen","params":{"notifications":{"resourcesListChanged":true,"resourceSubscriptions":["a+x://y"]},` + meta + `}}`
 	jsonOnly := modernHeaders("subscriptions/listen", "")

@@ -14,37 +14,43 @@ import (
 	"github.com/manifold-mcp/manifold/internal/sse"
 )
 
-// HTTP is the modern Streamable HTTP frontend: POST /mcp, stateless. It
-// checks what HTTP alone carries (method, media types, the body, the
-// mirrored headers) and leaves the rest to the Dispatcher. Host and Origin
-// checks, authentication and the body limit are links of the chain around
-// it. Nothing a client sends can make it wait forever: the request's
-// context carries the client's disconnect to the upstream call, and streams
-// have write deadlines.
+// HTTP is the Streamable HTTP frontend on one path (POST /mcp): modern
+// stateless requests, and, when it has a Legacy, the sessions of legacy
+// callers on the same path (http_session.go). It checks what HTTP alone
+// carries (method, media types, the body, the mirrored headers) and leaves
+// the rest to the Dispatcher. Host and Origin checks, authentication and the
+// body limit are links of the chain around it. Nothing a client sends can
+// make it wait forever: the request's context carries the client's
+// disconnect to the upstream call, and streams have write deadlines.
 type HTTP struct {
-	d *Dispatcher
+	d      *Dispatcher
+	legacy *Legacy // nil: modern callers only
 }
 
-// NewHTTP returns the HTTP frontend of d.
-func NewHTTP(d *Dispatcher) *HTTP { return &HTTP{d: d} }
+// NewHTTP returns the HTTP frontend of d; legacy, if not nil, serves legacy
+// sessions beside modern requests.
+func NewHTTP(d *Dispatcher, legacy *Legacy) *HTTP { return &HTTP{d: d, legacy: legacy} }
 
 func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if sid := r.Header.Get(mcp.HeaderSessionID); sid != "" && h.legacy != nil {
+		h.serveSession(w, r, sid)
+		return
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "method %s not allowed: this endpoint is stateless and accepts POST only", r.Method), http.StatusMethodNotAllowed)
+		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "method %s not allowed: this endpoint accepts POST (and GET and DELETE with an Mcp-Session-Id)", r.Method), http.StatusMethodNotAllowed)
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "application/json" && mediaType(ct) != "application/json" {
-		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Content-Type must be application/json"), http.StatusUnsupportedMediaType)
-		return
-	}
-	wantJSON, wantSSE := accepts(r.Header.Values("Accept"))
-	if !wantJSON && !wantSSE {
-		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Accept must include application/json or text/event-stream"), http.StatusNotAcceptable)
+	wantSSE, ok := checkPost(w, r)
+	if !ok {
 		return
 	}
 	msg, ok := readMessage(w, r)
 	if !ok {
+		return
+	}
+	if h.legacy != nil && isLegacyInitialize(msg) {
+		h.initialize(w, r, msg)
 		return
 	}
 	if !msg.IsRequest() {
@@ -64,6 +70,21 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Header = r.Header
 	h.d.Serve(r.Context(), msg.ID, req, &httpWriter{w: w, sseOK: wantSSE})
+}
+
+// checkPost checks the media types of a POST, answering a failure itself,
+// and reports whether the caller accepts an event stream.
+func checkPost(w http.ResponseWriter, r *http.Request) (wantSSE, ok bool) {
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" && mediaType(ct) != "application/json" {
+		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Content-Type must be application/json"), http.StatusUnsupportedMediaType)
+		return false, false
+	}
+	wantJSON, wantSSE := accepts(r.Header.Values("Accept"))
+	if !wantJSON && !wantSSE {
+		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Accept must include application/json or text/event-stream"), http.StatusNotAcceptable)
+		return false, false
+	}
+	return wantSSE, true
 }
 
 // readMessage reads and decodes the body, answering a failure itself.
@@ -123,12 +144,17 @@ func (m headerMirror) Absent(field string) *jsonrpc.Error {
 type httpWriter struct {
 	w      http.ResponseWriter
 	sseOK  bool
+	legacy bool        // errors travel with HTTP 200, as legacy clients expect
 	stream *sse.Writer // set once streaming
 }
 
+// errNoEventStream: the caller accepts no event stream, so nothing can go
+// ahead of its answer.
+var errNoEventStream = errors.New("the client accepts no event stream")
+
 func (o *httpWriter) Notify(msg []byte) error {
 	if !o.sseOK {
-		return nil
+		return errNoEventStream
 	}
 	if o.stream == nil {
 		o.stream = sse.NewWriter(o.w)
@@ -165,7 +191,11 @@ func (o *httpWriter) Error(id json.RawMessage, e *jsonrpc.Error) {
 		_ = o.stream.Event(jsonrpc.AppendError(nil, id, e))
 		return
 	}
-	writeError(o.w, id, e, status(e.Code))
+	code := status(e.Code)
+	if o.legacy {
+		code = http.StatusOK
+	}
+	writeError(o.w, id, e, code)
 }
 
 var (

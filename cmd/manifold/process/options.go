@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/namespace"
+	"github.com/manifold-mcp/manifold/router/session"
 	"github.com/manifold-mcp/manifold/upstream"
 )
 
@@ -145,6 +147,19 @@ func cacheOptions(cfg *config.Config, log *slog.Logger) (cache.Options, error) {
 	}
 	o.Redis = ro
 	return o, nil
+}
+
+// newSessionStore keeps legacy sessions in Redis when the cache has it, so
+// that any replica serves any session; in process otherwise.
+func newSessionStore(cfg *config.Config, log *slog.Logger) session.Store {
+	co, err := cacheOptions(cfg, log)
+	if err != nil || co.Redis == nil {
+		return session.NewMemory(cfg.Sessions.IdleTimeout, cfg.Sessions.Max)
+	}
+	return session.NewRedis(session.RedisOptions{
+		Client: co.Redis.Client, Prefix: co.Redis.Prefix, Idle: cfg.Sessions.IdleTimeout,
+		Timeout: max(co.Redis.Timeout, 500*time.Millisecond), Logger: log,
+	})
 }
 
 // cursorSecret is the key that signs pagination cursors: cursor_secret, or

@@ -29,6 +29,7 @@ import (
 	"github.com/manifold-mcp/manifold/router"
 	"github.com/manifold-mcp/manifold/router/frontend"
 	"github.com/manifold-mcp/manifold/router/hub"
+	"github.com/manifold-mcp/manifold/router/session"
 	"github.com/manifold-mcp/manifold/upstream"
 )
 
@@ -39,6 +40,7 @@ type Process struct {
 	upstreams *upstream.Registry
 	cache     *cache.Cache
 	hub       *hub.Hub
+	sessions  session.Store
 	http      *http.Server
 }
 
@@ -71,6 +73,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 		return nil, err
 	}
 	ns := namespaceOf(cfg)
+	secret := cursorSecret(cfg, log)
 	p.hub = hub.New(hub.Options{
 		Upstreams:   p.upstreams,
 		Namespace:   ns,
@@ -83,13 +86,16 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 	rt := router.New(router.Options{
 		Upstreams: p.upstreams,
 		Namespace: ns,
-		Codec:     merge.NewCodec(cursorSecret(cfg, log), cfg.CursorTTL),
+		Codec:     merge.NewCodec(secret, cfg.CursorTTL),
+		Secret:    secret,
 		Logger:    log,
 		Cache:     p.cache,
 	})
-	d := frontend.NewDispatcher(frontend.Options{Handler: rt, Hub: p.hub, KeepAlive: cfg.Subscriptions.KeepAlive, Logger: log})
+	d := frontend.NewDispatcher(frontend.Options{Handler: rt, Hub: p.hub, Capabilities: rt.Capabilities, KeepAlive: cfg.Subscriptions.KeepAlive, Logger: log})
+	p.sessions = newSessionStore(cfg, log)
+	legacy := frontend.NewLegacy(d, p.sessions)
 	p.http = &http.Server{
-		Handler:           p.mux(d),
+		Handler:           p.mux(d, legacy),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -100,8 +106,8 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 
 // mux routes the listener's paths: /mcp through the chain of links, in the
 // order a request meets them, and the operational endpoints beside it.
-func (p *Process) mux(d *frontend.Dispatcher) *http.ServeMux {
-	mcpHandler := frontend.Chain(frontend.NewHTTP(d),
+func (p *Process) mux(d *frontend.Dispatcher, legacy *frontend.Legacy) *http.ServeMux {
+	mcpHandler := frontend.Chain(frontend.NewHTTP(d, legacy),
 		frontend.Recover(p.log),
 		frontend.CheckHost(p.cfg.AllowedHosts),
 		frontend.CheckOrigin(p.cfg.AllowedOrigins),
@@ -174,6 +180,9 @@ func (p *Process) drain() {
 	uctx, ucancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer ucancel()
 	p.closeUpstreams(uctx)
+	if err := p.sessions.Close(); err != nil {
+		p.log.Warn("closing the session store", "err", err)
+	}
 	p.log.Info("cache summary: " + p.cache.Summary())
 	if err := p.cache.Close(); err != nil {
 		p.log.Warn("closing cache", "err", err)

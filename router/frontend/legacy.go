@@ -1,0 +1,465 @@
+package frontend
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/router/hub"
+	"github.com/manifold-mcp/manifold/router/session"
+)
+
+// Legacy serves the callers of the session-based revisions (2025-11-25,
+// 2025-06-18, 2025-03-26), whatever carries them. A legacy request is
+// translated into the modern request the router serves: the session's
+// negotiated capabilities, client info and log level become its `_meta`.
+// The answer is translated back into the caller's revision: no member that
+// exists only in 2026-07-28, and -32002 for a resource that does not exist.
+// When the router answers input_required (a modern upstream needs input),
+// the questions are put to the caller as requests on its session, and the
+// request is retried with the answers, round after round. Session methods
+// (ping, logging/setLevel, resources/subscribe) are answered here, and a
+// session's subscriptions are delivered by Notifications.
+type Legacy struct {
+	d     *Dispatcher
+	store session.Store
+	asks  askBook
+
+	mu       sync.Mutex
+	inflight map[string]context.CancelFunc // by session id and request id
+}
+
+// Negotiable are the revisions a legacy caller may speak, newest first.
+var Negotiable = mcp.Legacy
+
+// maxRounds bounds the input_required rounds of one legacy request.
+const maxRounds = 16
+
+// askTimeout bounds how long a question waits for the caller's answer.
+const askTimeout = 5 * time.Minute
+
+// maxSubscriptions bounds the URIs one legacy session subscribes to.
+const maxSubscriptions = 1000
+
+// NewLegacy returns the legacy front of d, keeping sessions in store.
+func NewLegacy(d *Dispatcher, store session.Store) *Legacy {
+	l := &Legacy{d: d, store: store, inflight: map[string]context.CancelFunc{}}
+	store.Receive(func(id string, msg *jsonrpc.Message) { l.asks.answer(id, msg) })
+	return l
+}
+
+// Initialize opens a session for an initialize request and returns it with
+// the result to answer.
+func (l *Legacy) Initialize(ctx context.Context, msg *jsonrpc.Message) (*session.Session, json.RawMessage, *jsonrpc.Error) {
+	var p struct {
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+		ClientInfo      json.RawMessage `json:"clientInfo"`
+	}
+	if err := json.Unmarshal(msg.Params, &p); err != nil || p.ProtocolVersion == "" {
+		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "initialize needs params.protocolVersion")
+	}
+	version := p.ProtocolVersion
+	if !slices.Contains(Negotiable, version) {
+		version = Negotiable[0] // the newest we speak; the caller decides whether it can
+	}
+	s := &session.Session{ID: session.NewID(), Version: version, ClientCapabilities: p.Capabilities, ClientInfo: p.ClientInfo}
+	if err := l.store.Create(ctx, s); err != nil {
+		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "cannot open a session: %v", err)
+	}
+	caps := l.d.o.Capabilities()
+	caps.Logging = &struct{}{}
+	res, _ := json.Marshal(map[string]any{"protocolVersion": version, "capabilities": caps, "serverInfo": mcp.ServerInfo})
+	return s, res, nil
+}
+
+// Session returns the session id names, or session.ErrUnknown.
+func (l *Legacy) Session(ctx context.Context, id string) (*session.Session, error) {
+	return l.store.Get(ctx, id)
+}
+
+// End deletes a session.
+func (l *Legacy) End(ctx context.Context, id string) error { return l.store.Delete(ctx, id) }
+
+// Message takes a message of session s that is not a request: the caller's
+// answer to a question, or a notification.
+func (l *Legacy) Message(ctx context.Context, s *session.Session, msg *jsonrpc.Message) {
+	switch {
+	case msg.IsResponse():
+		if !l.asks.answer(s.ID, msg) {
+			// Held by another replica, perhaps.
+			_ = l.store.Send(ctx, s.ID, msg)
+		}
+	case msg.Method == mcp.NotifyCancelled:
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(msg.Params, &p) == nil {
+			l.mu.Lock()
+			cancel := l.inflight[s.ID+"\x00"+string(p.RequestID)]
+			l.mu.Unlock()
+			if cancel != nil {
+				cancel()
+			}
+		}
+	}
+}
+
+// Serve answers request msg of session s over w.
+func (l *Legacy) Serve(ctx context.Context, s *session.Session, msg *jsonrpc.Message, w Writer) {
+	ctx, cancel := context.WithCancel(ctx)
+	key := s.ID + "\x00" + string(msg.ID)
+	l.mu.Lock()
+	l.inflight[key] = cancel
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.inflight, key)
+		l.mu.Unlock()
+		cancel()
+	}()
+	res, err := l.serve(ctx, s, msg, w)
+	if err != nil {
+		w.Error(msg.ID, legacyError(msg.Method, err))
+		return
+	}
+	w.Result(msg.ID, res)
+}
+
+func (l *Legacy) serve(ctx context.Context, s *session.Session, msg *jsonrpc.Message, w Writer) (json.RawMessage, *jsonrpc.Error) {
+	switch msg.Method {
+	case mcp.MethodPing:
+		return json.RawMessage(`{}`), nil
+	case mcp.MethodSetLevel:
+		return l.setLevel(ctx, s, msg)
+	case mcp.MethodSubscribe, mcp.MethodUnsubscribe:
+		return l.subscribe(ctx, s, msg)
+	case mcp.MethodInitialize:
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the session is initialized already")
+	case mcp.MethodDiscover, mcp.MethodSubscriptions:
+		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q does not exist in protocol version %s", msg.Method, s.Version)
+	}
+	req, rpcErr := modernRequest(s, msg)
+	if rpcErr != nil {
+		return nil, rpcErr
+	}
+	return l.call(ctx, s, req, w)
+}
+
+// call runs a translated request, putting the questions of each
+// input_required answer to the caller until the answer is complete.
+func (l *Legacy) call(ctx context.Context, s *session.Session, req *mcp.Request, w Writer) (json.RawMessage, *jsonrpc.Error) {
+	for round := 0; ; round++ {
+		res, rpcErr := l.d.handle(ctx, req, w)
+		if rpcErr != nil {
+			return nil, rpcErr
+		}
+		obj, err := jsonrpc.ParseObject(res)
+		if err != nil || obj.String("resultType") != mcp.ResultTypeInputRequired {
+			return legacyResult(obj, res), nil
+		}
+		if round == maxRounds {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the request still needs input after %d rounds", maxRounds)
+		}
+		responses, rpcErr := l.askAll(ctx, s, obj, w)
+		if rpcErr != nil {
+			return nil, rpcErr
+		}
+		retry := *req
+		retry.Params = req.Params.Clone()
+		retry.Params["inputResponses"] = responses.Marshal()
+		if state, ok := obj["requestState"]; ok {
+			retry.Params["requestState"] = state
+		} else {
+			delete(retry.Params, "requestState")
+		}
+		req = &retry
+	}
+}
+
+// askAll puts each input request of an input_required result to the
+// caller as a request on its session, and collects the results by key.
+func (l *Legacy) askAll(ctx context.Context, s *session.Session, res jsonrpc.Object, w Writer) (jsonrpc.Object, *jsonrpc.Error) {
+	requests, err := res.Object("inputRequests")
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "an upstream answered input_required with malformed inputRequests")
+	}
+	var caps map[string]json.RawMessage
+	_ = json.Unmarshal(s.ClientCapabilities, &caps)
+	out := jsonrpc.Object{}
+	for key, raw := range requests {
+		var q struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if err := json.Unmarshal(raw, &q); err != nil || mcp.Questions[q.Method] == "" {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "an upstream asked for input Manifold cannot ask a legacy client (%s)", q.Method)
+		}
+		if _, ok := caps[mcp.Questions[q.Method]]; !ok {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the request needs the %s capability, which the client did not declare", mcp.Questions[q.Method])
+		}
+		result, rpcErr := l.ask(ctx, s, q.Method, q.Params, w)
+		if rpcErr != nil {
+			return nil, rpcErr
+		}
+		out[key] = result
+	}
+	return out, nil
+}
+
+// ask sends one request to the caller and waits for its result.
+func (l *Legacy) ask(ctx context.Context, s *session.Session, method string, params json.RawMessage, w Writer) (json.RawMessage, *jsonrpc.Error) {
+	id, answer, done := l.asks.open(s.ID)
+	defer done()
+	msg, _ := json.Marshal(&jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id, Method: method, Params: params})
+	if err := w.Notify(msg); err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "cannot ask the client (%s): %v", method, err)
+	}
+	select {
+	case m := <-answer:
+		if m.Error != nil {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client refused %s: %s", method, m.Error.Message)
+		}
+		return m.Result, nil
+	case <-ctx.Done():
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "cancelled while waiting for the client's answer to %s", method)
+	case <-time.After(askTimeout):
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client did not answer %s within %v", method, askTimeout)
+	}
+}
+
+func (l *Legacy) setLevel(ctx context.Context, s *session.Session, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	var p struct {
+		Level string `json:"level"`
+	}
+	if json.Unmarshal(msg.Params, &p) != nil || !slices.Contains(mcp.LogLevels, p.Level) {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.level must be one of %s", strings.Join(mcp.LogLevels, ", "))
+	}
+	s.LogLevel = p.Level
+	if err := l.store.Update(ctx, s); err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "session: %v", err)
+	}
+	return json.RawMessage(`{}`), nil
+}
+
+func (l *Legacy) subscribe(ctx context.Context, s *session.Session, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(msg.Params, &p) != nil || p.URI == "" {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.uri must be a string")
+	}
+	i := slices.Index(s.Subscriptions, p.URI)
+	switch {
+	case msg.Method == mcp.MethodUnsubscribe && i >= 0:
+		s.Subscriptions = slices.Delete(s.Subscriptions, i, i+1)
+	case msg.Method == mcp.MethodSubscribe && i < 0:
+		if len(s.Subscriptions) >= maxSubscriptions {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "a session may subscribe to at most %d resources", maxSubscriptions)
+		}
+		s.Subscriptions = append(s.Subscriptions, p.URI)
+	default:
+		return json.RawMessage(`{}`), nil
+	}
+	if err := l.store.Update(ctx, s); err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "session: %v", err)
+	}
+	return json.RawMessage(`{}`), nil
+}
+
+// modernRequest translates a legacy request into the modern one the router
+// serves: the session supplies the `_meta` members a modern caller sends.
+func modernRequest(s *session.Session, msg *jsonrpc.Message) (*mcp.Request, *jsonrpc.Error) {
+	params, err := msg.ParamsObject()
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params must be an object")
+	}
+	meta, err := params.Object("_meta")
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta must be an object")
+	}
+	delete(params, "_meta")
+	for k := range meta {
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			delete(meta, k)
+		}
+	}
+	meta[mcp.MetaProtocolVersion] = jsonrpc.Quote(mcp.Version)
+	meta[mcp.MetaClientCapabilities] = orEmpty(s.ClientCapabilities)
+	if len(s.ClientInfo) > 0 {
+		meta[mcp.MetaClientInfo] = s.ClientInfo
+	}
+	if s.LogLevel != "" {
+		meta[mcp.MetaLogLevel] = jsonrpc.Quote(s.LogLevel)
+	}
+	return &mcp.Request{Method: msg.Method, Params: params, Meta: meta}, nil
+}
+
+func orEmpty(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || raw[0] != '{' {
+		return json.RawMessage(`{}`)
+	}
+	return raw
+}
+
+// modernOnly are the result members of 2026-07-28 a legacy caller must not
+// see.
+var modernOnly = []string{"resultType", "ttlMs", "cacheScope", "inputRequests", "requestState"}
+
+// legacyResult gives a result the shape of the legacy revisions.
+func legacyResult(obj jsonrpc.Object, raw json.RawMessage) json.RawMessage {
+	if obj == nil {
+		return raw
+	}
+	for _, k := range modernOnly {
+		delete(obj, k)
+	}
+	if meta, err := obj.Object("_meta"); err == nil {
+		for k := range meta {
+			if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+				delete(meta, k)
+			}
+		}
+		if len(meta) == 0 {
+			delete(obj, "_meta")
+		} else {
+			obj["_meta"] = meta.Marshal()
+		}
+	}
+	return obj.Marshal()
+}
+
+// legacyError gives an error the legacy revisions' codes: a resource that
+// does not exist is -32002.
+func legacyError(method string, e *jsonrpc.Error) *jsonrpc.Error {
+	if method != mcp.MethodResourcesRead || e.Code != jsonrpc.CodeInvalidParams {
+		return e
+	}
+	data, err := jsonrpc.ParseObject(e.Data)
+	if err != nil || data.String("uri") == "" {
+		return e
+	}
+	c := *e
+	c.Code = jsonrpc.CodeLegacyResourceNotFound
+	return &c
+}
+
+// Notifications delivers session id's subscriptions with send, as legacy
+// (untagged) notifications, until ctx ends or the session does. It follows
+// the session's subscription set as it changes, wherever it is changed, and
+// calls keepAlive on quiet streams (which also keeps the session alive).
+func (l *Legacy) Notifications(ctx context.Context, id string, send func([]byte) error, keepAlive func() error) error {
+	events, stopWatch := l.store.Watch(id)
+	defer stopWatch()
+	tick := time.NewTicker(l.d.o.KeepAlive)
+	defer tick.Stop()
+	for {
+		s, err := l.store.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		sub, err := l.d.o.Hub.Subscribe(ctx, legacyFilter(s))
+		if err != nil {
+			return err
+		}
+		again, err := l.deliver(ctx, id, sub, events, tick.C, send, keepAlive)
+		sub.Close()
+		if !again {
+			return err
+		}
+	}
+}
+
+// deliver writes one hub subscription's events until the session changes
+// (again: subscribe anew) or the stream ends.
+func (l *Legacy) deliver(ctx context.Context, id string, sub *hub.Subscription, events <-chan session.Event, tick <-chan time.Time, send func([]byte) error, keepAlive func() error) (again bool, err error) {
+	for {
+		select {
+		case ev := <-sub.Events():
+			if err := send(legacyEvent(ev)); err != nil {
+				return false, err
+			}
+		case ev := <-events:
+			if ev.Ended {
+				return false, session.ErrUnknown
+			}
+			return true, nil
+		case <-tick:
+			if _, err := l.store.Get(ctx, id); err != nil {
+				return false, err
+			}
+			if err := keepAlive(); err != nil {
+				return false, err
+			}
+		case <-sub.Ended():
+			return false, sub.Err()
+		case <-ctx.Done():
+			return false, nil
+		}
+	}
+}
+
+// legacyFilter is what a legacy session is told of: every list's changes,
+// and its subscribed resources.
+func legacyFilter(s *session.Session) mcp.SubscriptionFilter {
+	f := mcp.SubscriptionFilter{ResourceSubscriptions: s.Subscriptions}
+	for _, lc := range mcp.ListChanges {
+		*lc.Wanted(&f) = true
+	}
+	return f
+}
+
+func legacyEvent(ev hub.Event) []byte {
+	if ev.List != nil {
+		b, _ := jsonrpc.Notification(ev.List.Notification, struct{}{})
+		return b
+	}
+	b, _ := jsonrpc.Notification(mcp.NotifyResourceUpdated, map[string]string{"uri": ev.URI})
+	return b
+}
+
+// askBook matches a legacy caller's answers to the questions Manifold put
+// to it.
+type askBook struct {
+	mu      sync.Mutex
+	next    uint64
+	waiting map[string]chan *jsonrpc.Message // by session id and request id
+}
+
+func (b *askBook) open(sessionID string) (json.RawMessage, <-chan *jsonrpc.Message, func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.waiting == nil {
+		b.waiting = map[string]chan *jsonrpc.Message{}
+	}
+	b.next++
+	id := jsonrpc.Quote(fmt.Sprintf("manifold-%d", b.next))
+	key := sessionID + "\x00" + string(id)
+	ch := make(chan *jsonrpc.Message, 1)
+	b.waiting[key] = ch
+	return id, ch, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		delete(b.waiting, key)
+	}
+}
+
+// answer hands msg to the question it answers, if it waits here.
+func (b *askBook) answer(sessionID string, msg *jsonrpc.Message) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ch, ok := b.waiting[sessionID+"\x00"+string(msg.ID)]
+	if ok {
+		select {
+		case ch <- msg:
+		default:
+		}
+	}
+	return ok
+}

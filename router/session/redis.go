@@ -1,0 +1,207 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+)
+
+// Redis is a Store every replica shares: a session is a key that expires
+// after the idle timeout (refreshed on each use), and a pub/sub channel
+// carries changes and messages to the replica that needs them.
+type Redis struct {
+	rdb     redis.UniversalClient
+	prefix  string
+	channel string
+	idle    time.Duration
+	timeout time.Duration
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	receive  func(string, *jsonrpc.Message)
+	watchers watchers
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+// RedisOptions configure a Redis store.
+type RedisOptions struct {
+	Client redis.UniversalOptions
+	// Prefix starts every key and the channel.
+	Prefix string
+	// Idle is how long an unused session lives.
+	Idle time.Duration
+	// Timeout bounds each command.
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// signal is what replicas tell each other about a session.
+type signal struct {
+	ID      string           `json:"id"`
+	Changed bool             `json:"c,omitempty"`
+	Ended   bool             `json:"e,omitempty"`
+	Message *jsonrpc.Message `json:"m,omitempty"`
+}
+
+// NewRedis connects a store and starts listening to the other replicas.
+func NewRedis(o RedisOptions) *Redis {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	opts := o.Client
+	opts.ReadTimeout, opts.WriteTimeout = o.Timeout, o.Timeout
+	ctx, stop := context.WithCancel(context.Background())
+	r := &Redis{rdb: redis.NewUniversalClient(&opts), prefix: o.Prefix + "session:", channel: o.Prefix + "sessions",
+		idle: o.Idle, timeout: o.Timeout, log: o.Logger, stop: stop, done: make(chan struct{})}
+	go r.listen(ctx)
+	return r
+}
+
+func (r *Redis) key(id string) string { return r.prefix + id }
+
+func (r *Redis) Create(ctx context.Context, s *Session) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	if err := r.rdb.Set(ctx, r.key(s.ID), b, r.idle).Err(); err != nil {
+		return fmt.Errorf("session store: %w", err)
+	}
+	return nil
+}
+
+func (r *Redis) Get(ctx context.Context, id string) (*Session, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	b, err := r.rdb.GetEx(ctx, r.key(id), r.idle).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, ErrUnknown
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session store: %w", err)
+	}
+	var s Session
+	if err := json.Unmarshal(b, &s); err != nil || s.ID != id {
+		return nil, ErrUnknown
+	}
+	return &s, nil
+}
+
+func (r *Redis) Update(ctx context.Context, s *Session) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	// XX: an update never brings back a session that ended meanwhile.
+	ok, err := r.rdb.SetXX(ctx, r.key(s.ID), b, r.idle).Result()
+	if err != nil {
+		return fmt.Errorf("session store: %w", err)
+	}
+	if !ok {
+		return ErrUnknown
+	}
+	return r.publish(ctx, signal{ID: s.ID, Changed: true})
+}
+
+func (r *Redis) Delete(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	n, err := r.rdb.Del(ctx, r.key(id)).Result()
+	if err != nil {
+		return fmt.Errorf("session store: %w", err)
+	}
+	if n == 0 {
+		return ErrUnknown
+	}
+	return r.publish(ctx, signal{ID: id, Ended: true})
+}
+
+func (r *Redis) Watch(id string) (<-chan Event, func()) { return r.watchers.add(id) }
+
+func (r *Redis) Send(ctx context.Context, id string, msg *jsonrpc.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	return r.publish(ctx, signal{ID: id, Message: msg})
+}
+
+func (r *Redis) Receive(f func(string, *jsonrpc.Message)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.receive = f
+}
+
+// Len counts the sessions in Redis, boundedly: it is for a limit and a
+// gauge, and a SCAN of every key would cost more than it is worth.
+func (r *Redis) Len() int {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	keys, _, err := r.rdb.Scan(ctx, 0, r.prefix+"*", 1000).Result()
+	if err != nil {
+		return 0
+	}
+	return len(keys)
+}
+
+func (r *Redis) publish(ctx context.Context, s signal) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := r.rdb.Publish(ctx, r.channel, b).Err(); err != nil {
+		return fmt.Errorf("session store: %w", err)
+	}
+	return nil
+}
+
+// listen delivers the replicas' signals (this one's own included) until
+// Close.
+func (r *Redis) listen(ctx context.Context) {
+	defer close(r.done)
+	ps := r.rdb.Subscribe(ctx, r.channel)
+	defer ps.Close()
+	ch := ps.Channel()
+	for {
+		var m *redis.Message
+		select {
+		case <-ctx.Done():
+			return
+		case m = <-ch:
+		}
+		if m == nil {
+			return
+		}
+		var s signal
+		if json.Unmarshal([]byte(m.Payload), &s) != nil || s.ID == "" {
+			continue
+		}
+		if s.Message != nil {
+			r.mu.Lock()
+			receive := r.receive
+			r.mu.Unlock()
+			if receive != nil {
+				receive(s.ID, s.Message)
+			}
+			continue
+		}
+		r.watchers.tell(s.ID, Event{Changed: s.Changed, Ended: s.Ended})
+	}
+}
+
+func (r *Redis) Close() error {
+	r.stop()
+	<-r.done
+	return r.rdb.Close()
+}
