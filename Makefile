@@ -23,8 +23,10 @@ deps:
 	@command -v redis-server >/dev/null || { echo "installing redis-server"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
 
+# The legacy-client tests run the TypeScript SDK v1 client on Node 22,
+# which scripts/node-deps installs into .cache/node on first use.
 test: vet build deps
-	$(GO) test $(TEST_FLAGS) ./...
+	eval "$$(scripts/node-deps)" && export MANIFOLD_NODE MANIFOLD_NODE_MODULES && $(GO) test $(TEST_FLAGS) ./...
 
 conformance: build
 	scripts/conformance

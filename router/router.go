@@ -17,6 +17,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/manifold-mcp/manifold/cache"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
@@ -277,8 +279,26 @@ func (r *Router) shape(u *upstream.Upstream, method string, res json.RawMessage)
 	return r.decorate(res, m.Cacheable)
 }
 
-// Capabilities is what Manifold serves now, from the current upstreams.
-func (r *Router) Capabilities() mcp.Capabilities { return capabilities(r.ups.Load()) }
+// negotiationWait bounds how long Capabilities waits for upstreams still
+// negotiating.
+const negotiationWait = 3 * time.Second
+
+// Capabilities is what Manifold serves, from the current upstreams, after
+// waiting (boundedly) for those still negotiating: a legacy caller decides
+// once, at initialize, what it will ever ask.
+func (r *Router) Capabilities(ctx context.Context) mcp.Capabilities {
+	set := r.ups.Load()
+	ctx, cancel := context.WithTimeout(ctx, negotiationWait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, u := range set.All() {
+		if _, ok := u.Capabilities(); !ok {
+			wg.Go(func() { _, _ = u.Info(ctx) })
+		}
+	}
+	wg.Wait()
+	return capabilities(set)
+}
 
 // capabilities is what Manifold serves now, for server/discover: resources
 // always; tools, prompts and completions when some upstream serves them;

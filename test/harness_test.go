@@ -27,8 +27,10 @@ import (
 )
 
 // manifoldBin is the manifold binary built once for the tests that need a
-// real subprocess (the files upstream, the CLI).
-var manifoldBin string
+// real subprocess (the files upstream, the CLI, stdio mode); everythingBin
+// is the go-sdk's conformance everything-server, the fixture the official
+// suite is built around.
+var manifoldBin, everythingBin string
 
 func TestMain(m *testing.M) {
 	if child := os.Getenv(childEnv); child != "" {
@@ -39,12 +41,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	manifoldBin = filepath.Join(dir, "manifold")
-	build := exec.Command("go", "build", "-o", manifoldBin, "../cmd/manifold")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building manifold:", err)
-		os.Exit(1)
+	manifoldBin, everythingBin = filepath.Join(dir, "manifold"), filepath.Join(dir, "everything-server")
+	for bin, pkg := range map[string]string{manifoldBin: "../cmd/manifold", everythingBin: "github.com/modelcontextprotocol/go-sdk/conformance/everything-server"} {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building", pkg+":", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -325,4 +329,14 @@ func redisEntries(t testing.TB, rs *redistest.Server, scope string, n int) {
 		}
 		return nil
 	})
+}
+
+// writeConfig writes a configuration file for a Manifold subprocess.
+func writeConfig(t testing.TB, yamlText string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "manifold.yaml")
+	if err := os.WriteFile(path, []byte(yamlText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

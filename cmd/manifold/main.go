@@ -2,6 +2,7 @@
 // one MCP endpoint in front of many MCP servers.
 //
 //	manifold serve --config FILE     serve until SIGINT or SIGTERM
+//	manifold stdio --config FILE     serve one caller on stdin/stdout
 //	manifold validate --config FILE  check a configuration file
 //	manifold files DIR               serve a folder as MCP resources on stdio
 package main
@@ -28,6 +29,7 @@ const usage = `Manifold: one MCP endpoint in front of many MCP servers.
 
 Usage:
   manifold serve --config FILE      serve the configured endpoint until SIGINT/SIGTERM
+  manifold stdio --config FILE      serve one caller on stdin/stdout (for hosts that launch servers)
   manifold validate --config FILE   check a configuration file; exit 1 listing every problem
   manifold files [flags] DIR        serve folder DIR as MCP resources over stdio
 
@@ -46,6 +48,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stderr)
+	case "stdio":
+		return serveStdio(args[1:], stderr)
 	case "validate":
 		return validate(args[1:], stdout, stderr)
 	case "files":
@@ -112,6 +116,39 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	log.Info("manifold stopped")
+	return 0
+}
+
+// serveStdio is the whole proxy on stdin and stdout; logs go to stderr
+// only, and the process exits when stdin closes, after stopping its
+// upstream processes.
+func serveStdio(args []string, stderr io.Writer) int {
+	fs := flags("stdio", "stdio --config FILE", stderr)
+	path := fs.String("config", "", "configuration `FILE` (YAML)")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "manifold stdio: --config is required")
+		return 2
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	log := newLogger(cfg.Log, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	p, err := process.New(cfg, log)
+	if err != nil {
+		log.Error("startup failed", "err", err)
+		return 1
+	}
+	if err := p.ServeStdio(ctx, os.Stdin, os.Stdout); err != nil {
+		log.Error("stdio stopped", "err", err)
+		return 1
+	}
 	return 0
 }
 

@@ -50,8 +50,8 @@ type Options struct {
 	Handler router.Handler
 	// Hub serves subscriptions/listen; without it the method is unknown.
 	Hub *hub.Hub
-	// Capabilities is what Manifold serves now, for a legacy initialize.
-	Capabilities func() mcp.Capabilities
+	// Capabilities is what Manifold serves, for a legacy initialize.
+	Capabilities func(context.Context) mcp.Capabilities
 	// KeepAlive is the interval of keep-alives on a quiet subscription.
 	KeepAlive time.Duration
 	Logger    *slog.Logger

@@ -73,7 +73,7 @@ func (l *Legacy) Initialize(ctx context.Context, msg *jsonrpc.Message) (*session
 	if err := l.store.Create(ctx, s); err != nil {
 		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "cannot open a session: %v", err)
 	}
-	caps := l.d.o.Capabilities()
+	caps := l.d.o.Capabilities(ctx)
 	caps.Logging = &struct{}{}
 	res, _ := json.Marshal(map[string]any{"protocolVersion": version, "capabilities": caps, "serverInfo": mcp.ServerInfo})
 	return s, res, nil

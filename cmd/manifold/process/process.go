@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -41,6 +42,7 @@ type Process struct {
 	cache     *cache.Cache
 	hub       *hub.Hub
 	sessions  session.Store
+	dispatch  *frontend.Dispatcher
 	http      *http.Server
 }
 
@@ -92,6 +94,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 		Cache:     p.cache,
 	})
 	d := frontend.NewDispatcher(frontend.Options{Handler: rt, Hub: p.hub, Capabilities: rt.Capabilities, KeepAlive: cfg.Subscriptions.KeepAlive, Logger: log})
+	p.dispatch = d
 	p.sessions = newSessionStore(cfg, log)
 	legacy := frontend.NewLegacy(d, p.sessions)
 	p.http = &http.Server{
@@ -147,6 +150,16 @@ func (p *Process) Serve(ctx context.Context, l net.Listener) error {
 	return nil
 }
 
+// ServeStdio serves one caller on in and out (manifold stdio) until in
+// ends or ctx does, then stops like Serve.
+func (p *Process) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	p.startUpstreams(ctx)
+	p.log.Info("manifold serving on stdin/stdout", "upstreams", len(p.upstreams.Load().All()))
+	err := frontend.NewStdio(p.dispatch, int(p.cfg.MaxRequestBytes), p.cfg.ShutdownTimeout, p.log).Serve(ctx, in, out)
+	p.drain()
+	return err
+}
+
 // startUpstreams keeps every upstream watched, and negotiates with each
 // early, so the first request does not pay for it and a misconfigured
 // upstream shows in the log at once.
@@ -171,7 +184,7 @@ func (p *Process) drain() {
 	if err := p.hub.Close(sctx); err != nil {
 		p.log.Warn("closing subscription streams", "err", err)
 	}
-	if err := p.http.Shutdown(sctx); err != nil {
+	if err := p.http.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		p.log.Warn("drain incomplete", "err", err)
 		_ = p.http.Close()
 	}

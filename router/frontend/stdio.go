@@ -1,0 +1,245 @@
+package frontend
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/router/session"
+)
+
+// Stdio is the whole proxy on a pair of streams, for a host that launches
+// its servers as processes: newline-delimited JSON-RPC, one caller, either
+// era. A modern request (with `_meta` protocolVersion) is served as over
+// HTTP, subscriptions included (tagged with their listen id); a legacy
+// caller's initialize opens the one session of the stream, whose
+// notifications are written as they come. Requests run concurrently;
+// notifications/cancelled cancels one. Serve returns when the input ends.
+type Stdio struct {
+	d      *Dispatcher
+	legacy *Legacy
+	limit  int
+	drain  time.Duration
+	log    *slog.Logger
+
+	out      io.Writer
+	outMu    sync.Mutex
+	ctx      context.Context // the stream's
+	requests sync.WaitGroup  // requests running
+	streams  sync.WaitGroup  // the session's notifications
+
+	mu       sync.Mutex
+	inflight map[string]context.CancelFunc // by request id
+	sess     *session.Session
+}
+
+// NewStdio returns the stdio frontend of d; lines longer than limit bytes
+// are refused; requests still running when the input ends get drain to
+// finish.
+func NewStdio(d *Dispatcher, limit int, drain time.Duration, log *slog.Logger) *Stdio {
+	// One caller: its session lives here and dies with the stream.
+	return &Stdio{d: d, legacy: NewLegacy(d, session.NewMemory(1<<62, 1)), limit: limit, drain: drain, log: log, inflight: map[string]context.CancelFunc{}}
+}
+
+// Serve reads messages from in and writes answers and notifications to out
+// until in ends or ctx does; the requests still running then get the drain
+// time to answer before they are cancelled.
+func (s *Stdio) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
+	s.out = out
+	ctx, cancel := context.WithCancel(ctx)
+	s.ctx = ctx
+	defer func() {
+		finished := make(chan struct{})
+		go func() { s.requests.Wait(); close(finished) }()
+		select {
+		case <-finished:
+		case <-time.After(s.drain):
+		case <-ctx.Done():
+		}
+		cancel()
+		<-finished
+		s.streams.Wait()
+		_ = s.legacy.store.Close()
+	}()
+	br := bufio.NewReaderSize(in, 64<<10)
+	for ctx.Err() == nil {
+		line, err := readLine(br, s.limit)
+		if len(bytes.TrimSpace(line)) > 0 {
+			s.message(ctx, line)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads one line; a line over max is read to its end and
+// reported.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) <= max+1 {
+			line = append(line, frag...)
+		} else {
+			line = []byte{0} // over the limit: keep nothing, remember it
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return line, err
+	}
+}
+
+func (s *Stdio) message(ctx context.Context, line []byte) {
+	if len(line) == 1 && line[0] == 0 {
+		s.write(jsonrpc.AppendError(nil, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "message larger than %d bytes", s.limit)))
+		return
+	}
+	msg, rpcErr := jsonrpc.Decode(line)
+	if rpcErr != nil {
+		var id json.RawMessage
+		if msg != nil {
+			id = msg.ID
+		}
+		s.write(jsonrpc.AppendError(nil, id, rpcErr))
+		return
+	}
+	switch {
+	case isLegacyInitialize(msg):
+		// Before anything after it is read: what follows is the session's.
+		s.initialize(ctx, msg, &lineWriter{s: s})
+	case msg.IsRequest():
+		rctx, cancel := context.WithCancel(ctx)
+		s.mu.Lock()
+		s.inflight[string(msg.ID)] = cancel
+		s.mu.Unlock()
+		s.requests.Add(1)
+		go func() {
+			defer s.requests.Done()
+			defer s.done(msg.ID, cancel)
+			s.request(rctx, msg)
+		}()
+	case msg.Method == mcp.NotifyCancelled:
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(msg.Params, &p) == nil {
+			s.mu.Lock()
+			if cancel := s.inflight[string(p.RequestID)]; cancel != nil {
+				cancel()
+			}
+			s.mu.Unlock()
+		}
+	case msg.IsResponse():
+		if sess := s.session(); sess != nil {
+			s.legacy.Message(ctx, sess, msg)
+		}
+	}
+}
+
+func (s *Stdio) done(id json.RawMessage, cancel context.CancelFunc) {
+	s.mu.Lock()
+	delete(s.inflight, string(id))
+	s.mu.Unlock()
+	cancel()
+}
+
+func (s *Stdio) session() *session.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sess
+}
+
+// request serves one request of either era.
+func (s *Stdio) request(ctx context.Context, msg *jsonrpc.Message) {
+	w := &lineWriter{s: s}
+	if sess := s.session(); sess != nil && !isModern(msg) {
+		// The session's state may have changed since: read it afresh.
+		if current, err := s.legacy.Session(ctx, sess.ID); err == nil {
+			s.legacy.Serve(ctx, current, msg, w)
+			return
+		}
+	}
+	req, rpcErr := Validate(msg, nil)
+	if rpcErr != nil {
+		w.Error(msg.ID, rpcErr)
+		return
+	}
+	s.d.Serve(ctx, msg.ID, req, w)
+}
+
+// initialize opens the stream's session and starts writing its
+// notifications.
+func (s *Stdio) initialize(ctx context.Context, msg *jsonrpc.Message, w *lineWriter) {
+	if s.session() != nil {
+		w.Error(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the session is initialized already"))
+		return
+	}
+	sess, res, rpcErr := s.legacy.Initialize(ctx, msg)
+	if rpcErr != nil {
+		w.Error(msg.ID, rpcErr)
+		return
+	}
+	s.mu.Lock()
+	s.sess = sess
+	s.mu.Unlock()
+	w.Result(msg.ID, res)
+	s.streams.Add(1)
+	go func() {
+		defer s.streams.Done()
+		// The stream's context, not the request's: notifications last as
+		// long as the stream does.
+		err := s.legacy.Notifications(s.ctx, sess.ID, func(b []byte) error { s.write(b); return nil }, func() error { return nil })
+		if err != nil && !errors.Is(err, session.ErrUnknown) {
+			s.log.Debug("stdio session notifications ended", "err", err)
+		}
+	}()
+}
+
+// isModern reports a request carrying the modern `_meta` protocol version.
+func isModern(msg *jsonrpc.Message) bool {
+	params, err := msg.ParamsObject()
+	if err != nil {
+		return false
+	}
+	meta, err := params.Object("_meta")
+	return err == nil && meta[mcp.MetaProtocolVersion] != nil
+}
+
+// write writes one message as a line; lines never interleave.
+func (s *Stdio) write(b []byte) {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	_, _ = s.out.Write(append(b, '\n'))
+}
+
+// lineWriter is the Writer of one stdio request.
+type lineWriter struct{ s *Stdio }
+
+func (w *lineWriter) Notify(msg []byte) error {
+	w.s.write(msg)
+	return nil
+}
+
+func (w *lineWriter) Result(id, result json.RawMessage) {
+	w.s.write(jsonrpc.AppendResult(nil, id, result))
+}
+
+func (w *lineWriter) Error(id json.RawMessage, e *jsonrpc.Error) {
+	w.s.write(jsonrpc.AppendError(nil, id, e))
+}
