@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/manifold-mcp/manifold/internal/redistest"
 )
 
 // BenchmarkToolCall compares a tools/call through Manifold with the same
@@ -85,5 +87,29 @@ func BenchmarkToolsListFanOut(b *testing.B) {
 				benchPost(b, tg.url, h, body)
 			}
 		})
+	}
+}
+
+// BenchmarkLegacyRead compares a legacy caller's read through Manifold with
+// the same read by a modern caller: both memory-tier hits, so the difference
+// is the session lookup and the translation to the legacy wire. Sessions in
+// process, then in Redis (the memory tier of the cache stays on).
+func BenchmarkLegacyRead(b *testing.B) {
+	up, _ := hintedUpstream(b)
+	uri := "h+test://doc"
+	modernBody := []byte(rpcBody(1, "resources/read", fmt.Sprintf(`"uri":%q`, uri)))
+	legacyBody := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":%q}}`, uri))
+	rs := redistest.Start(b)
+	for _, c := range []struct{ name, yaml string }{
+		{"sessions-in-memory", ""},
+		{"sessions-in-redis", fmt.Sprintf("cache: {secret: bench-secret-0123456789, redis: {url: %q}}\n", rs.URL())},
+	} {
+		p := startProxy(b, c.yaml+"upstreams:"+httpUpstreamYAML("h", up.URL))
+		init := post(b, p.URL, http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}},
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+		lh := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+			"Mcp-Session-Id": {init.Header.Get("Mcp-Session-Id")}, "Mcp-Protocol-Version": {"2025-11-25"}}
+		b.Run(c.name+"/modern", func(b *testing.B) { parallel(b, p.URL, headers("resources/read", uri), modernBody) })
+		b.Run(c.name+"/legacy", func(b *testing.B) { parallel(b, p.URL, lh, legacyBody) })
 	}
 }

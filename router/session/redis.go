@@ -27,10 +27,25 @@ type Redis struct {
 
 	mu       sync.Mutex
 	receive  func(string, *jsonrpc.Message)
+	recent   map[string]recent // sessions read within recentFor
 	watchers watchers
 	stop     context.CancelFunc
 	done     chan struct{}
 }
+
+// recent is a session read lately. Reading it from Redis for every request
+// would double a cache hit's cost; a change made anywhere reaches every
+// replica over pub/sub and drops its copy, so a copy is at worst as old as
+// that message's delay, and never older than recentFor.
+type recent struct {
+	s     Session
+	until time.Time
+}
+
+const (
+	recentFor = time.Second
+	maxRecent = 10_000
+)
 
 // RedisOptions configure a Redis store.
 type RedisOptions struct {
@@ -82,6 +97,37 @@ func (r *Redis) Create(ctx context.Context, s *Session) error {
 }
 
 func (r *Redis) Get(ctx context.Context, id string) (*Session, error) {
+	r.mu.Lock()
+	c, ok := r.recent[id]
+	r.mu.Unlock()
+	if ok && time.Now().Before(c.until) {
+		s := clone(&c.s)
+		return &s, nil
+	}
+	s, err := r.get(ctx, id)
+	if err == nil {
+		r.remember(s)
+	}
+	return s, err
+}
+
+func (r *Redis) remember(s *Session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.recent == nil || len(r.recent) >= maxRecent {
+		r.recent = map[string]recent{}
+	}
+	r.recent[s.ID] = recent{s: clone(s), until: time.Now().Add(recentFor)}
+}
+
+func (r *Redis) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.recent, id)
+}
+
+// get reads a session from Redis, refreshing its idle expiry.
+func (r *Redis) get(ctx context.Context, id string) (*Session, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	b, err := r.rdb.GetEx(ctx, r.key(id), r.idle).Bytes()
@@ -106,6 +152,7 @@ func (r *Redis) Update(ctx context.Context, s *Session) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	// XX: an update never brings back a session that ended meanwhile.
+	r.forget(s.ID)
 	ok, err := r.rdb.SetXX(ctx, r.key(s.ID), b, r.idle).Result()
 	if err != nil {
 		return fmt.Errorf("session store: %w", err)
@@ -119,6 +166,7 @@ func (r *Redis) Update(ctx context.Context, s *Session) error {
 func (r *Redis) Delete(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
+	r.forget(id)
 	n, err := r.rdb.Del(ctx, r.key(id)).Result()
 	if err != nil {
 		return fmt.Errorf("session store: %w", err)
@@ -196,6 +244,7 @@ func (r *Redis) listen(ctx context.Context) {
 			}
 			continue
 		}
+		r.forget(s.ID)
 		r.watchers.tell(s.ID, Event{Changed: s.Changed, Ended: s.Ended})
 	}
 }
