@@ -157,6 +157,7 @@ func New(o Options) (*Cache, error) {
 		log:      o.Logger,
 		done:     make(chan struct{}),
 	}
+	c.gens.onReset = c.flushMemory
 	if o.MemoryBytes > 0 {
 		m, err := newRistretto(o.MemoryBytes, &c.evictions)
 		if err != nil {
@@ -319,6 +320,11 @@ func (c *Cache) fromRedis(ctx context.Context, l *lookup, now time.Time) (json.R
 // upstream call, and makes sure what a waiter gets was its to get.
 func (c *Cache) fillOnce(ctx context.Context, l *lookup, fill Fill) (outcome, error) {
 	run := func(fctx context.Context) outcome {
+		// Look again, as groupcache does: a fill that finished just after
+		// this caller's lookup has stored what it would fetch again.
+		if res, ok := c.fromMemory(l, c.now()); ok {
+			return outcome{result: res, reusable: res, fp: l.fp}
+		}
 		l.st.fills.Add(1)
 		return c.fill(fctx, fill, l)
 	}
@@ -328,6 +334,11 @@ func (c *Cache) fillOnce(ctx context.Context, l *lookup, fill Fill) (outcome, er
 	o, joined, err := c.flight.do(ctx, key, run)
 	if err != nil || !joined {
 		return o, err
+	}
+	if o.solo {
+		// An answer that may not be stored (input_required) is the asking
+		// request's own: ask for ours.
+		return run(ctx), nil
 	}
 	l.st.coalesced.Add(1)
 	// Only a public answer crosses credentials. A private answer, or an
@@ -368,8 +379,8 @@ func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup) outcome {
 	h, err := parseHints(res)
 	if err != nil || !h.complete {
 		// input_required, or something that is not a result object:
-		// passed on, never stored, and never handed to another credential.
-		return outcome{result: res, fp: l.fp}
+		// passed on, never stored, and never handed to another caller.
+		return outcome{result: res, fp: l.fp, solo: true}
 	}
 	o := outcome{result: res, reusable: splice(h.body, h.ttl.Milliseconds(), h.scope), scope: h.scope, fp: l.fp}
 	ttl := min(h.ttl, c.maxTTL)
@@ -434,9 +445,7 @@ func (c *Cache) raiseLocal(upstream, th string) {
 	if th != "" {
 		id += "\x00" + th
 	}
-	if _, reset := c.gens.raise(id, 0); reset {
-		c.flushMemory()
-	}
+	c.gens.raise(id, 0) // a reset flushes memory first (generations.onReset)
 }
 
 func (c *Cache) applyRemote(inv invalidation) {

@@ -532,3 +532,77 @@ func TestSlowRedisCostsLittle(t *testing.T) {
 		t.Error("the breaker did not open on a Redis that stopped answering")
 	}
 }
+
+// An answer that may not be stored (input_required) belongs to the request
+// that asked: a caller that joined the fill gets its own, never another
+// request's requestState.
+func TestNoCollapseOnInputRequired(t *testing.T) {
+	c := newCache(t, testOptions(""), nil)
+	gate := make(chan struct{})
+	var calls atomic.Int64
+	fill := func(ctx context.Context) (json.RawMessage, error) {
+		n := calls.Add(1)
+		if n == 1 {
+			<-gate
+		}
+		return json.RawMessage(fmt.Sprintf(`{"resultType":"input_required","requestState":"state-%d","inputRequests":{}}`, n)), nil
+	}
+	r := read("test://ask", "token-A")
+	results := make(chan string, 2)
+	go func() { res, _ := c.Get(context.Background(), r, fill); results <- string(res) }()
+	eventually(t, func() bool { return calls.Load() == 1 })
+	go func() { res, _ := c.Get(context.Background(), r, fill); results <- string(res) }()
+	time.Sleep(100 * time.Millisecond) // the second caller is waiting on the first fill
+	close(gate)
+	a, b := <-results, <-results
+	if a == b || calls.Load() != 2 {
+		t.Errorf("two callers got %q and %q from %d fills: an input_required answer was shared", a, b, calls.Load())
+	}
+}
+
+// A caller that missed while another's fill was finishing finds the entry
+// inside the flight instead of filling again (as groupcache looks again).
+func TestLookupAgainInsideFlight(t *testing.T) {
+	c := newCache(t, testOptions(""), nil)
+	up := &upstream{ttlMs: 60_000, scope: "public"}
+	r := read("test://again", "")
+	get(t, c, r, up.fill(r))
+	// A second lookup that missed in memory just before the entry landed:
+	// fillOnce is where it would call the upstream again.
+	l, err := c.newLookup(r, c.stat("up"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := c.fillOnce(context.Background(), l, up.fill(r))
+	if err != nil || o.err != nil {
+		t.Fatal(err, o.err)
+	}
+	if up.calls.Load() != 1 {
+		t.Errorf("a fill found the entry already in memory and still called the upstream (%d calls)", up.calls.Load())
+	}
+}
+
+// A full generation table is reset together with a memory flush, and the
+// flush is never later than the reset: a lookup right after the raise that
+// resets (before anything else runs) must not find an entry invalidated
+// before it.
+func TestGenerationResetCannotResurrect(t *testing.T) {
+	c := newCache(t, testOptions(""), nil)
+	up := &upstream{ttlMs: 60_000, scope: "public"}
+	r := read("test://old", "")
+	get(t, c, r, up.fill(r))
+	c.Invalidate(context.Background(), "up", "test://old") // the entry is unreachable now
+	for i := 0; c.gens.size() < maxGenerations; i++ {
+		c.gens.raise(fmt.Sprintf("filler-%d", i), 0)
+	}
+	if _, reset := c.gens.raise("another", 0); !reset {
+		t.Fatal("the table did not reset at its bound")
+	}
+	l, err := c.newLookup(r, c.stat("up"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, ok := c.fromMemory(l, c.now()); ok {
+		t.Errorf("right after the reset, an invalidated entry was found: %s", res)
+	}
+}

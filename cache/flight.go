@@ -29,6 +29,7 @@ type outcome struct {
 	reusable []byte // the same without request-scoped _meta, for callers that joined the fill
 	scope    string // its normalised scope ("" when not cacheable)
 	fp       string // the credential fingerprint of the caller it was filled for
+	solo     bool   // the answer is the filling request's own: joiners must not take it
 	err      error
 }
 

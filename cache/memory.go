@@ -86,6 +86,16 @@ func (m *ristrettoMemory) close()        { m.c.Close() }
 type generations struct {
 	mu   sync.RWMutex
 	gens map[string]uint64
+	// onReset makes every entry unreachable (a memory flush); it runs
+	// before the table is emptied, under its lock, so no lookup ever sees
+	// the reset generations with the entries of before.
+	onReset func()
+}
+
+func (g *generations) size() int {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return len(g.gens)
 }
 
 // maxGenerations bounds the table; past it, it is reset together with a
@@ -105,6 +115,9 @@ func (g *generations) raise(id string, to uint64) (uint64, bool) {
 	defer g.mu.Unlock()
 	reset := false
 	if g.gens == nil || len(g.gens) >= maxGenerations {
+		if g.gens != nil && g.onReset != nil {
+			g.onReset()
+		}
 		g.gens, reset = map[string]uint64{}, g.gens != nil
 	}
 	cur := g.gens[id]

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"syscall"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
@@ -98,14 +99,37 @@ func eraSuspect(err error) bool {
 // Unreachable reports whether err, from Call, means the server could not be
 // reached or failed on its side (network, timeout, a dead process, HTTP 5xx),
 // as opposed to refusing the request (HTTP 4xx, a malformed answer). Only
-// the former lets a cache stand in with a stale answer.
+// the former lets a cache stand in with a stale answer. The kinds are named
+// one by one: a system error is not a network failure because it happens to
+// satisfy net.Error.
 func Unreachable(err error) bool {
 	var se *StatusError
 	if errors.As(err, &se) {
 		return se.Status >= 500
 	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errSessionGone) || errors.Is(err, errProcessExited) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+	var op *net.OpError
+	var dns *net.DNSError
+	switch {
+	case errors.As(err, &op), errors.As(err, &dns):
+		return true
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	case errors.Is(err, errSessionGone), errors.Is(err, errProcessExited), errors.Is(err, errRestarting):
+		return true
+	case errors.Is(err, os.ErrClosed): // a dead child's stdin
+		return true
+	}
+	for _, e := range unreachableErrnos {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+var unreachableErrnos = []syscall.Errno{
+	syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+	syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN,
 }

@@ -45,13 +45,19 @@ func newHTTPConn(o Options, onMsg onMessage) *httpConn {
 	rc.RetryWaitMin = 50 * time.Millisecond
 	rc.RetryWaitMax = 500 * time.Millisecond
 	rc.CheckRetry = checkRetry
+	rc.Backoff = backoff
 	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
 	return &httpConn{url: o.URL, headers: o.Header.Clone(), limit: o.MaxResponseBytes, retry: rc, plain: plain, onMsg: onMsg}
 }
 
+// maxRetryWait caps the wait before a retry, Retry-After included: a server
+// asking for a minute must not hold a read that a stale entry could answer.
+const maxRetryWait = time.Second
+
 // checkRetry retries connection failures and the statuses that say "try
-// again": never a 500 (the server ran the request and failed) and never after
-// the caller gave up.
+// again": never a 500 (the server ran the request and failed), never after
+// the caller gave up, and never when the wait would outlast the call's
+// deadline (the failure is better answered now).
 func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if ctx.Err() != nil {
 		return false, ctx.Err()
@@ -61,9 +67,19 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 	}
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true, nil
+	default:
+		return false, nil
 	}
-	return false, nil
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < backoff(0, maxRetryWait, 0, resp) {
+		return false, nil
+	}
+	return true, nil
+}
+
+// backoff is retryablehttp's (exponential, or what Retry-After says),
+// capped at maxRetryWait.
+func backoff(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
+	return min(retryablehttp.DefaultBackoff(lo, hi, attempt, resp), maxRetryWait)
 }
 
 func (c *httpConn) ready(context.Context) (uint64, error) { return 0, nil }
@@ -176,8 +192,10 @@ func (c *httpConn) readJSON(resp *http.Response, ex *exchange) (*jsonrpc.Message
 	if resp.StatusCode/100 != 2 && m.Error == nil {
 		return nil, &StatusError{Status: resp.StatusCode, Body: snippet(body)}
 	}
-	if m.HasID() && !bytes.Equal(m.ID, ex.msg.ID) {
-		return nil, fmt.Errorf("response id %s does not match request id %s", m.ID, ex.msg.ID)
+	if !bytes.Equal(m.ID, ex.msg.ID) {
+		// An answer to no request (id null, or another id) is not this
+		// request's answer, whatever it says.
+		return nil, &StatusError{Status: resp.StatusCode, Body: fmt.Sprintf("response id %s does not match request id %s", m.ID, ex.msg.ID)}
 	}
 	return m, nil
 }

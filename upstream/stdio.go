@@ -41,16 +41,21 @@ type stdioConn struct {
 	log   *slog.Logger
 	onMsg onMessage
 
-	mu      sync.Mutex
-	cur     *process
-	up      chan struct{} // closed when cur becomes non-nil; replaced when it dies
-	stopped bool
+	mu         sync.Mutex
+	cur        *process
+	up         chan struct{} // closed when cur becomes non-nil; replaced when it dies
+	restarting bool          // a process died and the next waits out its backoff
+	stopped    bool
 	stop    chan struct{}
 	done    chan struct{} // closed when the supervisor has exited
 }
 
 // errProcessExited: the child died with the call in flight.
 var errProcessExited = errors.New("process exited before answering")
+
+// errRestarting: the child died and waits out its restart backoff; calls
+// fail at once rather than wait for it.
+var errRestarting = errors.New("process restarting after an exit")
 
 // process is one running child.
 type process struct {
@@ -96,7 +101,7 @@ func (c *stdioConn) supervise() {
 			c.log.Error("upstream process failed to start", "err", err)
 		} else {
 			c.mu.Lock()
-			c.cur = p
+			c.cur, c.restarting = p, false
 			close(c.up)
 			c.mu.Unlock()
 			select {
@@ -105,7 +110,7 @@ func (c *stdioConn) supervise() {
 				c.terminate(p)
 			}
 			c.mu.Lock()
-			c.cur = nil
+			c.cur, c.restarting = nil, true
 			c.up = make(chan struct{})
 			stopped := c.stopped
 			c.mu.Unlock()
@@ -328,13 +333,15 @@ func (c *stdioConn) current() *process {
 func (c *stdioConn) ready(ctx context.Context) (uint64, error) {
 	for {
 		c.mu.Lock()
-		p, up, stopped := c.cur, c.up, c.stopped
+		p, up, stopped, restarting := c.cur, c.up, c.stopped, c.restarting
 		c.mu.Unlock()
 		switch {
 		case stopped:
 			return 0, errors.New("upstream is shut down")
 		case p != nil:
 			return p.gen, nil
+		case restarting:
+			return 0, errRestarting
 		}
 		select {
 		case <-up:

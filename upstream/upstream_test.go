@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -242,5 +243,49 @@ func TestStdioRestart(t *testing.T) {
 			t.Fatalf("no new process within 10s (last: %q, %v)", second, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Unreachable is decided by the error's kind, explicitly: a dead process's
+// closed pipe is unreachable; an arbitrary system error is not.
+func TestUnreachableClassification(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("upstream x: tools/call: %w", err) }
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{wrap(os.ErrClosed), true},
+		{wrap(&os.PathError{Op: "write", Path: "|1", Err: os.ErrClosed}), true},
+		{wrap(syscall.EPIPE), true},
+		{wrap(syscall.ECONNREFUSED), true},
+		{wrap(syscall.ECONNRESET), true},
+		{wrap(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), true},
+		{wrap(context.DeadlineExceeded), true},
+		{wrap(errProcessExited), true},
+		{wrap(&StatusError{Status: 503}), true},
+		{wrap(syscall.EACCES), false},
+		{wrap(syscall.EINVAL), false},
+		{wrap(&StatusError{Status: 401}), false},
+		{wrap(errors.New("malformed result")), false},
+		{wrap(context.Canceled), false},
+	} {
+		if got := Unreachable(c.err); got != c.want {
+			t.Errorf("Unreachable(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// While a stdio server that keeps dying waits to be restarted, a call
+// fails at once as unreachable (so a stale answer can stand in), instead of
+// waiting for the next start.
+func TestStdioBackoffFailsFast(t *testing.T) {
+	u := newUpstream(t, Options{Command: []string{"sh", "-c", "exit 1"}, Timeout: 10 * time.Second})
+	time.Sleep(2500 * time.Millisecond) // a few exits: the backoff is now seconds long
+	for i := 0; i < 3; i++ {
+		start := time.Now()
+		_, err := readPID(context.Background(), u)
+		if took := time.Since(start); took > 500*time.Millisecond || err == nil || !Unreachable(err) {
+			t.Fatalf("a call during restart backoff took %v and failed with %v (unreachable: %v)", took, err, Unreachable(err))
+		}
 	}
 }

@@ -131,6 +131,12 @@ func Decode(data []byte) (*Message, *Error) {
 		if m.Method, err = unquote(raw); err != nil {
 			return m, Errorf(CodeInvalidRequest, `"method" must be a string`)
 		}
+		if bytes.Equal(m.ID, null) {
+			// A request with id null is neither a request nor a
+			// notification: answering nothing would lose it.
+			m.ID = nil
+			return m, Errorf(CodeInvalidRequest, `"id" must be a string or an integer, not null`)
+		}
 	}
 	if raw, ok := obj["error"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &m.Error); err != nil {

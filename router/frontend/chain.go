@@ -111,6 +111,19 @@ func bearerAdmitted(digests [][32]byte, authorization string) bool {
 	return match == 1
 }
 
+// SingleValued refuses (400) a request that repeats one of headers: with
+// two Authorization headers, one would be checked and both forwarded.
+func SingleValued(headers []string) Link {
+	return refuse(http.StatusBadRequest, func(r *http.Request) string {
+		for _, h := range headers {
+			if len(r.Header.Values(h)) > 1 {
+				return fmt.Sprintf("header %s must not be repeated", http.CanonicalHeaderKey(h))
+			}
+		}
+		return ""
+	})
+}
+
 // LimitBody bounds the request body to n bytes; a frontend reading past it
 // gets an *http.MaxBytesError and answers 413.
 func LimitBody(n int64) Link {

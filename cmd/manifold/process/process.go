@@ -114,12 +114,15 @@ func (p *Process) mux(d *frontend.Dispatcher, legacy *frontend.Legacy) *http.Ser
 		frontend.Recover(p.log),
 		frontend.CheckHost(p.cfg.AllowedHosts),
 		frontend.CheckOrigin(p.cfg.AllowedOrigins),
+		frontend.SingleValued(append([]string{"Authorization"}, p.cfg.Cache.CredentialHeaders...)),
 		frontend.RequireBearer(p.cfg.Auth.BearerTokens),
 		frontend.LimitBody(int64(p.cfg.MaxRequestBytes)),
 	)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpHandler)
-	mux.Handle("GET /metrics", metrics.Handler(p.cache))
+	// The metrics name upstreams and their traffic: callers need what /mcp
+	// needs. Liveness says nothing and stays open.
+	mux.Handle("GET /metrics", frontend.Chain(metrics.Handler(p.cache), frontend.RequireBearer(p.cfg.Auth.BearerTokens)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))

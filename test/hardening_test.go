@@ -1,0 +1,107 @@
+package test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Findings of the review and the attack (issue #10), one test each.
+
+// A downstream request with id null is not a notification: -32600.
+func TestNullIDRequestRefused(t *testing.T) {
+	p, _ := legacyFixture(t, "")
+	r := post(t, p.URL, headers("resources/list", ""), `{"jsonrpc":"2.0","id":null,"method":"resources/list","params":{`+metaOK+`}}`)
+	r.wantError(t, 400, -32600)
+}
+
+// An upstream answer with id null answers no request: it is refused, and
+// never cached.
+func TestNullIDAnswerRefused(t *testing.T) {
+	var calls atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Mcp-Method") == "server/discover" {
+			fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"resources":{}}}}`)
+			return
+		}
+		fmt.Fprint(w, `{"jsonrpc":"2.0","id":null,"result":{"resultType":"complete","ttlMs":60000,"cacheScope":"public","contents":[{"uri":"test://x","text":"forged"}]}}`)
+	}))
+	t.Cleanup(up.Close)
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("u", up.URL+"/mcp"))
+	for i := 0; i < 2; i++ {
+		r := post(t, p.URL, headers("resources/read", "u+test://x"), rpcBody(1, "resources/read", `"uri":"u+test://x"`))
+		if r.Error == nil || strings.Contains(string(r.Body), "forged") {
+			t.Fatalf("an answer with id null was served: %s", r.Body)
+		}
+	}
+	if calls.Load() < 3 {
+		t.Errorf("the second read did not reach the upstream (%d calls): the null-id answer was cached", calls.Load())
+	}
+}
+
+// With bearer tokens configured, /metrics needs one too (it names the
+// upstreams and their traffic); /healthz stays open. Several Authorization
+// headers are refused (400): only the first would be checked, and all
+// forwarded.
+func TestAccessFindings(t *testing.T) {
+	up := modernSDK(t, newSDKServer("a", sdkOptions{resources: 1}))
+	tok := "token-0123456789abcdef"
+	p := startProxy(t, fmt.Sprintf("auth: {bearer_tokens: [%q]}\nupstreams:", tok)+httpUpstreamYAML("a", up.URL, "forward_headers: [Authorization]"))
+	base := strings.TrimSuffix(p.URL, "/mcp")
+	get := func(path, auth string) int {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := get("/metrics", ""); s != 401 {
+		t.Errorf("/metrics without a token: %d, want 401", s)
+	}
+	if s := get("/metrics", "Bearer "+tok); s != 200 {
+		t.Errorf("/metrics with the token: %d", s)
+	}
+	if s := get("/healthz", ""); s != 200 {
+		t.Errorf("/healthz without a token: %d, want 200", s)
+	}
+	h := headers("resources/list", "")
+	h["Authorization"] = []string{"Bearer " + tok, "Bearer someone-else-entirely"}
+	post(t, p.URL, h, rpcBody(1, "resources/list", "")).wantError(t, 400, -32600)
+}
+
+// A 503 with Retry-After: 60 does not hold a read for a minute: the wait is
+// capped (1 s) and never runs past the call's deadline, so a stale entry
+// answers promptly.
+func TestRetryAfterCapped(t *testing.T) {
+	h := newHintedServer()
+	var down atomic.Bool
+	inner := modernHandler(h.Server)
+	up := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() && r.Header.Get("Mcp-Method") == "resources/read" {
+			w.Header().Set("Retry-After", "60")
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	p := startProxy(t, "cache: {stale_if_error: 1m}\nupstreams:"+httpUpstreamYAML("h", up.URL, "timeout: 5s"))
+	fresh, _, _ := readAs(t, p.URL, "h+test://short", "")
+	time.Sleep(1600 * time.Millisecond) // past the 1.5 s freshness
+	down.Store(true)
+	start := time.Now()
+	text, ttl, _ := readAs(t, p.URL, "h+test://short", "")
+	if took := time.Since(start); text != fresh || ttl != 0 || took > 3*time.Second {
+		t.Errorf("a read against 503 Retry-After: 60 took %v and answered %q (ttl %d), want the stale %q at once", took, text, ttl, fresh)
+	}
+}
