@@ -46,8 +46,8 @@ type stdioConn struct {
 	up         chan struct{} // closed when cur becomes non-nil; replaced when it dies
 	restarting bool          // a process died and the next waits out its backoff
 	stopped    bool
-	stop    chan struct{}
-	done    chan struct{} // closed when the supervisor has exited
+	stop       chan struct{}
+	done       chan struct{} // closed when the supervisor has exited
 }
 
 // errProcessExited: the child died with the call in flight.
