@@ -124,10 +124,13 @@ type Cache struct {
 	grace    time.Duration
 	log      *slog.Logger
 
-	stats     sync.Map // upstream name → *counters
-	evictions atomic.Uint64
-	stop      context.CancelFunc
-	done      chan struct{}
+	stats sync.Map // upstream name → *counters
+	// revalidated holds, per upstream, when changes may last have been
+	// missed (local clock): entries filled before it are stale.
+	revalidated sync.Map // upstream name → time.Time
+	evictions   atomic.Uint64
+	stop        context.CancelFunc
+	done        chan struct{}
 }
 
 type counters struct {
@@ -254,7 +257,7 @@ func (c *Cache) newLookup(r Request, st *counters) (*lookup, error) {
 		entryKey(prefix, r.Upstream, l.th, mcp.ScopePrivate, l.fp, r.Req.Method, dig),
 		entryKey(prefix, r.Upstream, l.th, mcp.ScopePublic, "", r.Req.Method, dig),
 	}
-	l.memGen = generation{Tag: c.gens.get(l.gid), Upstream: c.gens.get(r.Upstream)}
+	l.memGen = generation{Tag: c.gens.get(l.gid)}
 	if c.mem != nil {
 		// The memory epoch too is taken before the lookup: a flush during
 		// the fill must leave what it stores unreachable.
@@ -270,12 +273,13 @@ func (c *Cache) fromMemory(l *lookup, now time.Time) (json.RawMessage, bool) {
 		return nil, false
 	}
 	fps := [2]string{l.fp, ""}
+	rb := c.revalidateBefore(l.r.Upstream)
 	for i, k := range l.keys {
 		e, ok := c.mem.get(k)
 		if !ok || e.gen != l.memGen || e.scope != scopes[i] || e.fp != fps[i] {
 			continue
 		}
-		if now.Before(e.expires) {
+		if now.Before(e.expires) && e.filled.After(rb) {
 			l.st.memHits.Add(1)
 			return e.result(now), true
 		}
@@ -301,8 +305,8 @@ func (c *Cache) fromRedis(ctx context.Context, l *lookup, now time.Time) (json.R
 		}
 		grace := time.Duration(h.hdr.GraceMs) * time.Millisecond
 		e := &entry{key: l.keys[i], scope: scopes[i], fp: fps[i], gen: l.memGen, body: h.body,
-			expires: now.Add(h.pttl - grace), staleUntil: now.Add(h.pttl)}
-		if h.pttl > grace {
+			expires: now.Add(h.pttl - grace), staleUntil: now.Add(h.pttl), filled: now.Add(-h.age)}
+		if h.pttl > grace && !h.revalidate {
 			l.st.redisHits.Add(1)
 			if c.mem != nil {
 				c.mem.set(l.keys[i], e, h.pttl)
@@ -392,7 +396,7 @@ func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup) outcome {
 		key, efp = l.keys[0], l.fp
 	}
 	now := c.now()
-	e := &entry{key: key, scope: h.scope, fp: efp, gen: l.memGen, body: h.body, expires: now.Add(ttl), staleUntil: now.Add(ttl + c.grace)}
+	e := &entry{key: key, scope: h.scope, fp: efp, gen: l.memGen, body: h.body, expires: now.Add(ttl), staleUntil: now.Add(ttl + c.grace), filled: now}
 	if c.mem != nil {
 		c.mem.set(key, e, ttl+c.grace)
 	}
@@ -421,10 +425,26 @@ func (c *Cache) Invalidate(ctx context.Context, upstream, tag string) {
 	c.invalidate(ctx, upstream, tagHash(tag))
 }
 
-// InvalidateUpstream makes every entry of upstream unreachable, as
-// Invalidate does for one tag: for when changes may have been missed.
-func (c *Cache) InvalidateUpstream(ctx context.Context, upstream string) {
-	c.invalidate(ctx, upstream, "")
+// Revalidate is for when an upstream's changes may have been missed (its
+// watch dropped and came back): every entry of it filled until now stops
+// being fresh, here and on every replica, but stays usable for
+// stale-if-error. Replicas that each saw the drop raise one shared time,
+// by Redis's clock, rather than each wiping everything.
+func (c *Cache) Revalidate(ctx context.Context, upstream string) {
+	c.revalidated.Store(upstream, c.now())
+	if c.redis != nil {
+		c.redis.revalidate(ctx, upstream)
+	}
+	c.counters(upstream).invalidations.Add(1)
+}
+
+// revalidateBefore returns the time entries of upstream must be filled
+// after to be fresh.
+func (c *Cache) revalidateBefore(upstream string) time.Time {
+	if t, ok := c.revalidated.Load(upstream); ok {
+		return t.(time.Time)
+	}
+	return time.Time{}
 }
 
 func (c *Cache) invalidate(ctx context.Context, upstream, th string) {
@@ -441,16 +461,16 @@ func (c *Cache) invalidate(ctx context.Context, upstream, th string) {
 }
 
 func (c *Cache) raiseLocal(upstream, th string) {
-	id := upstream
-	if th != "" {
-		id += "\x00" + th
-	}
-	c.gens.raise(id, 0) // a reset flushes memory first (generations.onReset)
+	c.gens.raise(upstream+"\x00"+th, 0) // a reset flushes memory first (generations.onReset)
 }
 
 func (c *Cache) applyRemote(inv invalidation) {
-	if inv.Upstream == "" { // the shared epoch moved: everything is suspect
+	switch {
+	case inv.Upstream == "": // the shared epoch moved: everything is suspect
 		c.flushMemory()
+		return
+	case inv.Revalidate:
+		c.revalidated.Store(inv.Upstream, c.now())
 		return
 	}
 	c.raiseLocal(inv.Upstream, inv.TagHash)

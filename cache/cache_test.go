@@ -606,3 +606,31 @@ func TestGenerationResetCannotResurrect(t *testing.T) {
 		t.Errorf("right after the reset, an invalidated entry was found: %s", res)
 	}
 }
+
+// Revalidate ends the freshness of an upstream's entries, here and on a
+// replica sharing Redis, without taking them away from stale-if-error.
+func TestRevalidateKeepsStale(t *testing.T) {
+	rs := redistest.Start(t)
+	o := testOptions(rs.URL())
+	o.StaleIfError = time.Minute
+	a, b := newCache(t, o, nil), newCache(t, o, nil)
+	up := &upstream{ttlMs: 60_000, scope: "public"}
+	r := read("test://r", "")
+	first, _, _ := get(t, a, r, up.fill(r))
+	rc := rs.Client()
+	eventually(t, func() bool { return len(rc.Keys(context.Background(), "t:*:public:*").Val()) == 1 })
+	get(t, b, r, up.fill(r)) // b has it in memory too
+	a.Revalidate(context.Background(), "up")
+	down := func(context.Context) (json.RawMessage, error) { return nil, fmt.Errorf("dial: %w", ErrUnreachable) }
+	for _, c := range []*Cache{a, b} {
+		eventually(t, func() bool {
+			text, ttl, _ := get(t, c, r, down)
+			return text == first && ttl == 0 // stale, served because the upstream is down
+		})
+	}
+	for name, c := range map[string]*Cache{"a": a, "b": b} {
+		if text, _, _ := get(t, c, r, up.fill(r)); text == first {
+			t.Errorf("replica %s: still fresh after Revalidate", name)
+		}
+	}
+}

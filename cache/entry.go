@@ -12,14 +12,14 @@ import (
 )
 
 // generation is the invalidation state an entry belongs to: how many times
-// its tag was invalidated, how many times its whole upstream was, and how
-// many times every entry was retired at once (the tier's epoch: flushes of
-// the memory tier, or the shared epoch in Redis). An entry
-// is valid only while all three are what they were when its fill started.
+// its tag was invalidated, and how many times every entry was retired at
+// once (the tier's epoch: flushes of the memory tier, or the shared epoch in
+// Redis). An entry is valid only while both are what they were when its fill
+// started. (A whole upstream is never invalidated: when its changes may
+// have been missed, its entries are made stale instead; see Revalidate.)
 type generation struct {
-	Tag      uint64 `json:"t,omitempty"`
-	Upstream uint64 `json:"u,omitempty"`
-	Epoch    uint64 `json:"e,omitempty"`
+	Tag   uint64 `json:"t,omitempty"`
+	Epoch uint64 `json:"e,omitempty"`
 }
 
 // entry is one cached answer. It carries its own identity (key, scope,
@@ -38,6 +38,9 @@ type entry struct {
 	// expires ends freshness; staleUntil ends stale-if-error use.
 	expires    time.Time
 	staleUntil time.Time
+	// filled is when the answer arrived: an entry filled before its
+	// upstream's revalidate-before time is stale.
+	filled time.Time
 }
 
 // cost is what the entry counts against the memory tier's byte budget.
@@ -125,12 +128,15 @@ type redisHeader struct {
 	FP    string     `json:"f,omitempty"`
 	Gen   generation `json:"g"`
 	// GraceMs is how much of the key's Redis TTL is stale-if-error time:
-	// the fresh remainder is PTTL - GraceMs, by Redis's clock.
+	// the fresh remainder is PTTL - GraceMs, by Redis's clock. FreshMs is
+	// the fresh time it was written with, which dates it: its age is
+	// FreshMs + GraceMs - PTTL.
 	GraceMs int64 `json:"grace"`
+	FreshMs int64 `json:"fresh"`
 }
 
-func encodeRedis(e *entry, grace time.Duration) []byte {
-	hdr, _ := json.Marshal(redisHeader{Key: e.key, Scope: e.scope, FP: e.fp, Gen: e.gen, GraceMs: grace.Milliseconds()})
+func encodeRedis(e *entry, fresh, grace time.Duration) []byte {
+	hdr, _ := json.Marshal(redisHeader{Key: e.key, Scope: e.scope, FP: e.fp, Gen: e.gen, GraceMs: grace.Milliseconds(), FreshMs: fresh.Milliseconds()})
 	out := binary.AppendUvarint(nil, uint64(len(hdr)))
 	out = append(out, hdr...)
 	return append(out, e.body...)

@@ -20,7 +20,7 @@ import (
 
 // keyVersion starts every key; bump it when the key or value layout changes
 // so replicas of two versions never read each other's entries.
-const keyVersion = "m1"
+const keyVersion = "m2"
 
 // unkeyedMeta lists the `_meta` members that do not change an answer: they
 // are forwarded but left out of the key, so callers that differ only in them
@@ -168,13 +168,15 @@ func entryKey(prefix, upstream, tagHash, scope, fp, method, dig string) string {
 	return prefix + keyVersion + ":{" + upstream + ":" + tagHash + "}:" + scope + ":" + fp + ":" + method + ":" + dig
 }
 
-// genKey names the invalidation generation of a tag, or with tagHash
-// empty, of a whole upstream.
+// genKey names the invalidation generation of a tag.
 func genKey(prefix, upstream, tagHash string) string {
-	if tagHash == "" {
-		return prefix + keyVersion + ":{" + upstream + "}:gen"
-	}
 	return prefix + keyVersion + ":{" + upstream + ":" + tagHash + "}:gen"
+}
+
+// revalidateKey holds the time (ms, Redis's clock) before which the
+// upstream's shared entries are stale.
+func revalidateKey(prefix, upstream string) string {
+	return prefix + keyVersion + ":{" + upstream + "}:rb"
 }
 
 // tagHash names a tag in keys. A collision only makes two tags share their

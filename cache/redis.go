@@ -124,6 +124,12 @@ type found struct {
 	hdr  redisHeader
 	body []byte
 	pttl time.Duration
+	// age is how long ago the entry was written, and revalidate whether
+	// that was before its upstream's revalidate-before time (both by
+	// Redis's clock): such an entry is stale, usable only if the upstream
+	// cannot be reached.
+	age        time.Duration
+	revalidate bool
 }
 
 // lookup reads the private and public candidates of one request and the
@@ -140,12 +146,14 @@ func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th stri
 			pairs[i] = pair{pipe.Get(ctx, k), pipe.PTTL(ctx, k)}
 		}
 		g := pipe.Get(ctx, genKey(s.prefix, upstream, th))
-		ug := pipe.Get(ctx, genKey(s.prefix, upstream, ""))
 		e := pipe.Get(ctx, s.epochKey())
+		rb := pipe.Get(ctx, revalidateKey(s.prefix, upstream))
+		now := pipe.Time(ctx)
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return err
 		}
-		gen = generation{Tag: parseGen(g), Upstream: parseGen(ug), Epoch: parseGen(e)}
+		gen = generation{Tag: parseGen(g), Epoch: parseGen(e)}
+		rbMs, nowMs := int64(parseGen(rb)), now.Val().UnixMilli()
 		hits = make([]*found, len(keys))
 		for i, p := range pairs {
 			b, err := p.v.Bytes()
@@ -160,7 +168,8 @@ func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th stri
 			if err != nil {
 				continue
 			}
-			hits[i] = &found{hdr: hdr, body: body, pttl: pttl}
+			age := time.Duration(hdr.FreshMs+hdr.GraceMs)*time.Millisecond - pttl
+			hits[i] = &found{hdr: hdr, body: body, pttl: pttl, age: age, revalidate: nowMs-age.Milliseconds() <= rbMs}
 		}
 		return nil
 	})
@@ -190,7 +199,7 @@ func (s *redisTier) write(e *entry, fresh, grace time.Duration) {
 		s.dropped.Add(1)
 		return
 	}
-	val := encodeRedis(e, grace)
+	val := encodeRedis(e, fresh, grace)
 	go func() {
 		defer func() { <-s.writes; s.pending.Done() }()
 		s.call(context.Background(), func(ctx context.Context) error {
@@ -200,16 +209,41 @@ func (s *redisTier) write(e *entry, fresh, grace time.Duration) {
 }
 
 // invalidation is what replicas tell each other: a tag of an upstream
-// (TagHash set), a whole upstream (TagHash empty), or everything (both
-// empty: the shared epoch moved).
+// (TagHash set), an upstream's entries made stale (Revalidate), or
+// everything (Upstream empty: the shared epoch moved).
 type invalidation struct {
 	Origin   string `json:"o"`
 	Upstream string `json:"u,omitempty"`
 	TagHash  string `json:"t,omitempty"`
+	// Revalidate: the upstream's entries written so far are stale, not
+	// gone (changes may have been missed).
+	Revalidate bool `json:"r,omitempty"`
 }
 
-// invalidate raises the shared generation of a tag (or, with th empty, of
-// the whole upstream) and tells the other replicas. It reports false when
+// revalidateScript moves an upstream's revalidate-before time to Redis's
+// now, never back: replicas that each saw the same drop move it to about
+// the same time, which is one raise, not one wipe per replica.
+var revalidateScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+if now > cur then redis.call('SET', KEYS[1], now, 'PX', ARGV[1]) end
+return now`)
+
+// revalidate makes the upstream's shared entries written so far stale and
+// tells the other replicas.
+func (s *redisTier) revalidate(ctx context.Context, upstream string) {
+	s.call(ctx, func(ctx context.Context) error {
+		if err := revalidateScript.Run(ctx, s.rdb, []string{revalidateKey(s.prefix, upstream)}, s.lifetime.Milliseconds()).Err(); err != nil {
+			return err
+		}
+		msg, _ := json.Marshal(invalidation{Origin: s.origin, Upstream: upstream, Revalidate: true})
+		return s.rdb.Publish(ctx, s.channel, msg).Err()
+	})
+}
+
+// invalidate raises the shared generation of a tag and tells the other
+// replicas. It reports false when
 // Redis could not be reached, which is remembered (see missed).
 func (s *redisTier) invalidate(ctx context.Context, upstream, th string) bool {
 	ok := s.call(ctx, func(ctx context.Context) error {

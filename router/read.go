@@ -32,8 +32,15 @@ func (r *Router) read(ctx context.Context, set *upstream.Set, req *mcp.Request) 
 	var lastErr error
 	for _, name := range r.routes.candidates(set.Names(), uri) {
 		res, err := r.readFrom(ctx, set.Get(name), req, uri, uri)
-		if err == nil || !isNotFound(err) && !isUnavailable(err) {
-			return res, err
+		if err == nil {
+			r.routes.served(uri, name)
+			return res, nil
+		}
+		if !isNotFound(err) && !isUnavailable(err) {
+			return nil, err
+		}
+		if isNotFound(err) {
+			r.routes.gone(uri, name)
 		}
 		if lastErr == nil || isUnavailable(err) {
 			lastErr = err

@@ -180,11 +180,17 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 		return fill(ctx)
 	}
 	m, _ := mcp.Lookup(req.Method)
-	tag := m.Tag
+	key, tag := req, m.Tag
 	if tag == mcp.TagURI {
-		tag = req.Params.String("uri")
+		// Every spelling of one URI is one entry, under one tag (the
+		// upstream is still asked with the caller's spelling).
+		tag = mcp.NormalizeURI(req.Params.String("uri"))
+		k := *req
+		k.Params = req.Params.Clone()
+		k.Params["uri"] = jsonrpc.Quote(tag)
+		key = &k
 	}
-	return r.cache.Get(ctx, cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: req, Forwarded: u.ForwardHeaders()}, fill)
+	return r.cache.Get(ctx, cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: key, Forwarded: u.ForwardHeaders()}, fill)
 }
 
 // call asks the upstream and puts its answer in the shape the cache stores

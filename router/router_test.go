@@ -213,3 +213,36 @@ func TestLegalize(t *testing.T) {
 		}
 	}
 }
+
+// Without namespaces a URI's owner is relearnt: when the resource moves to
+// another upstream, the owner's not-found falls back to the others, and
+// the read succeeds (and routes there from then on).
+func TestRouteRelearnt(t *testing.T) {
+	alpha := sdk.NewServer(&sdk.Implementation{Name: "alpha", Version: "1"}, nil)
+	beta := sdk.NewServer(&sdk.Implementation{Name: "beta", Version: "1"}, nil)
+	serveAt := func(s *sdk.Server) string {
+		srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	add := func(s *sdk.Server, who string) {
+		s.AddResource(&sdk.Resource{URI: "test://moving", Name: "moving"}, func(context.Context, *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: "test://moving", Text: who}}}, nil
+		})
+	}
+	add(alpha, "alpha")
+	r := newRouter(t, false, "alpha", serveAt(alpha), "beta", serveAt(beta))
+	if _, err := call(r, mcp.MethodResourcesList, `{}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := readText(t, r, "test://moving"); got != "alpha" {
+		t.Fatalf("before the move: %q", got)
+	}
+	alpha.RemoveResources("test://moving")
+	add(beta, "beta")
+	for i := 0; i < 2; i++ {
+		if got := readText(t, r, "test://moving"); got != "beta" {
+			t.Fatalf("read %d after the move: %q", i, got)
+		}
+	}
+}

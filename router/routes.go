@@ -139,6 +139,26 @@ func (t *routes) owner(names []string, list, name string) (string, bool) {
 	return owner, ok && slices.Contains(names, owner)
 }
 
+// served records that upstream answered a read of uri: a resource found
+// away from its recorded owner has moved, and the new place owns it.
+func (t *routes) served(uri, upstream string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if owner, ok := t.uris[uri]; ok && owner != upstream {
+		t.uris[uri] = upstream
+	}
+}
+
+// gone records that upstream, the owner of uri, no longer has it.
+func (t *routes) gone(uri, upstream string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.uris[uri] == upstream {
+		delete(t.uris, uri)
+		t.size--
+	}
+}
+
 // paramHeaders returns what is known of a tool's mirrored parameters, and
 // whether the tool was seen listed.
 func (t *routes) paramHeaders(tool string) []mcp.ParamHeader {
@@ -148,17 +168,21 @@ func (t *routes) paramHeaders(tool string) []mcp.ParamHeader {
 }
 
 // candidates returns the upstreams of names to ask for uri (a URI, or the
-// text of a template), in order: its owner, else those with a template
-// that is or matches it, else the rest.
+// text of a template), in order: its owner, then those with a template that
+// is or matches it, then the rest. The owner comes first but not alone: a
+// resource that moved is found elsewhere (see read).
 func (t *routes) candidates(names []string, uri string) []string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	if owner, ok := t.uris[uri]; ok && slices.Contains(names, owner) {
-		return []string{owner}
-	}
 	out := make([]string, 0, len(names))
 	matched := map[string]bool{}
+	if owner, ok := t.uris[uri]; ok && slices.Contains(names, owner) {
+		out, matched[owner] = append(out, owner), true
+	}
 	for _, name := range names {
+		if matched[name] {
+			continue
+		}
 		set := t.templates[name]
 		if _, same := set[uri]; same {
 			out, matched[name] = append(out, name), true

@@ -41,6 +41,10 @@ type hintedServer struct {
 func newHintedServer() *hintedServer {
 	h := &hintedServer{calls: map[string]int{}}
 	h.Server = mcp.NewServer(&mcp.Implementation{Name: "hinted", Version: "1"}, &mcp.ServerOptions{
+		// Subscriptions are accepted, so a test can watch a URI and have
+		// the server announce its changes.
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 		SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
 			r, ok := req.(*mcp.ReadResourceRequest)
 			if !ok {

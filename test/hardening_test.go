@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/manifold-mcp/manifold/internal/redistest"
 )
 
 // Findings of the review and the attack (issue #10), one test each.
@@ -103,5 +105,65 @@ func TestRetryAfterCapped(t *testing.T) {
 	text, ttl, _ := readAs(t, p.URL, "h+test://short", "")
 	if took := time.Since(start); text != fresh || ttl != 0 || took > 3*time.Second {
 		t.Errorf("a read against 503 Retry-After: 60 took %v and answered %q (ttl %d), want the stale %q at once", took, text, ttl, fresh)
+	}
+}
+
+// Cache keys and invalidation tags use the normalized URI: two spellings of
+// one resource share an entry, and a change announced for it reaches both.
+func TestURISpellingsShareAnEntry(t *testing.T) {
+	h, _, p := hintedProxy(t, "")
+	st := listen(t, p.URL, 1, `{"resourceSubscriptions":["h+test://doc"]}`)
+	st.next(t, 5*time.Second) // acknowledged: the upstream watches test://doc
+	first, _, _ := readAs(t, p.URL, "h+test://%64oc", "")
+	if same, _, _ := readAs(t, p.URL, "h+test://doc", ""); same != first || h.count("test://doc")+h.count("test://%64oc") != 1 {
+		t.Fatalf("two spellings of one URI: %q and %q, %d upstream calls", first, same, h.count("test://doc")+h.count("test://%64oc"))
+	}
+	updateUpstream(t, h.Server, "test://doc")
+	st.expect(t, 1, "notifications/resources/updated", "h+test://doc")
+	if after, _, _ := readAs(t, p.URL, "h+test://%64oc", ""); after == first {
+		t.Errorf("after the change, the other spelling still answers the old content %q", after)
+	}
+}
+
+// A watch that drops and comes back ("changes may have been missed") ends
+// the freshness of the upstream's entries but keeps them for
+// stale-if-error: the next read asks the upstream, and if the upstream is
+// then down, the entry answers. Two replicas sharing Redis, both blipping:
+// still served stale, from either.
+func TestWatchBlipKeepsStaleReserve(t *testing.T) {
+	rs := redistest.Start(t)
+	h := newHintedServer()
+	up := serveHTTP(t, modernHandler(h.Server))
+	shared := fmt.Sprintf("cache: {secret: blip-secret-0123456789, stale_if_error: 1m, redis: {url: %q}}\nupstreams:", rs.URL()) + httpUpstreamYAML("h", up.URL)
+	a, b := startProxy(t, shared), startProxy(t, shared)
+	fresh, _, _ := readAs(t, a.URL, "h+test://doc", "")
+	reserve, _, _ := readAs(t, a.URL, "h+test://reserve", "")
+	redisEntries(t, rs, "public", 2)
+	if again, _, _ := readAs(t, b.URL, "h+test://doc", ""); again != fresh {
+		t.Fatalf("replica b: %q", again)
+	}
+	// The blip: every open connection to the upstream is cut (the watches'
+	// listen streams among them); both replicas reconnect.
+	up.srv.CloseClientConnections()
+	for _, p := range []*proxy{a, b} {
+		eventually(t, 10*time.Second, func() error {
+			if !strings.Contains(p.Logs.String(), "watch re-established") {
+				return fmt.Errorf("no reconnection yet")
+			}
+			return nil
+		})
+	}
+	calls := h.count("test://doc")
+	if after, _, _ := readAs(t, a.URL, "h+test://doc", ""); after == fresh || h.count("test://doc") != calls+1 {
+		t.Errorf("after a blip the entry was still fresh: %q (calls %d → %d)", after, calls, h.count("test://doc"))
+	}
+	// Now the real outage: stale answers on both replicas.
+	up.srv.CloseClientConnections()
+	up.srv.Close()
+	for i, p := range []*proxy{a, b} {
+		text, ttl, _ := readAs(t, p.URL, "h+test://reserve", "")
+		if ttl != 0 || text != reserve {
+			t.Errorf("replica %d with the upstream down after a blip: %q ttl %d, want the stale %q", i, text, ttl, reserve)
+		}
 	}
 }

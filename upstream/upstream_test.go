@@ -289,3 +289,54 @@ func TestStdioBackoffFailsFast(t *testing.T) {
 		}
 	}
 }
+
+// Make before break: when the new subscription for a changed watch set
+// cannot be opened, the healthy one stays open (no drop, no "missed"
+// event), and the change is applied once the upstream accepts it.
+func TestWatchKeepsHealthyStream(t *testing.T) {
+	s := sdkServer()
+	s.AddResource(&sdk.Resource{URI: "test://a", Name: "a"}, func(context.Context, *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: "test://a", Text: "a"}}}, nil
+	})
+	inner := modern(s)
+	var refuse atomic.Bool
+	var open atomic.Int32
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == mcp.MethodSubscriptions {
+			if refuse.Load() {
+				http.Error(w, "overloaded", http.StatusServiceUnavailable)
+				return
+			}
+			open.Add(1)
+			defer open.Add(-1)
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	var missed atomic.Int32
+	u := newUpstream(t, Options{URL: url, OnEvent: func(_ string, ev Event) {
+		if ev.Kind == Missed {
+			missed.Add(1)
+		}
+	}})
+	// A server that declares subscriptions: the go-sdk does once it has a
+	// subscribe handler; sdkServer has none, so watch list changes only.
+	u.StartWatching()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !u.WaitWatched(ctx, u.Watch([]string{"test://a"})) {
+		t.Fatal("the first watch was not established")
+	}
+	refuse.Store(true)
+	v := u.Watch([]string{"test://a", "test://b"})
+	time.Sleep(500 * time.Millisecond)
+	if open.Load() != 1 || missed.Load() != 0 {
+		t.Fatalf("after a refused change: %d streams open, %d missed events; want the old stream kept and no miss", open.Load(), missed.Load())
+	}
+	refuse.Store(false)
+	if !u.WaitWatched(ctx, v) {
+		t.Fatal("the change was never applied")
+	}
+	if missed.Load() != 0 {
+		t.Errorf("%d missed events", missed.Load())
+	}
+}

@@ -291,33 +291,31 @@ func (u *Upstream) watchModern(ctx context.Context, s *session) error {
 			cur.close()
 		}
 	}()
+	var retry <-chan time.Time
+	delay := watchMin
 	for {
 		f, v := u.filter(s)
-		if emptyFilter(f) {
-			if cur != nil {
-				cur.close()
-				cur = nil
-			}
-		} else {
-			// Make before break: the new stream is acknowledged before the
-			// old one goes.
-			next := u.openListen(ctx, s, f)
-			if err := next.await(ctx); err != nil {
-				next.close()
-				return fmt.Errorf("subscriptions/listen: %w", err)
-			}
-			if cur != nil {
-				cur.close()
-			}
-			cur = next
+		next, err := u.replaceListen(ctx, s, cur, f)
+		switch {
+		case err != nil && cur == nil:
+			return err
+		case err != nil:
+			// The change could not be made; the stream that works stays,
+			// and the change is tried again.
+			u.log.Warn("upstream refused a changed subscription; keeping the current one", "err", err, "retryIn", delay)
+			retry = time.After(delay)
+			delay = min(delay*2, watchMax)
+		default:
+			cur, retry, delay = next, nil, watchMin
+			u.established(v)
 		}
-		u.established(v)
 		var done chan struct{}
 		if cur != nil {
 			done = cur.done
 		}
 		select {
 		case <-u.w.changed:
+		case <-retry:
 		case <-done:
 			if cur.err == nil || errors.Is(cur.err, errGracefulClose) {
 				return errors.New("the upstream closed the subscription")
@@ -327,6 +325,27 @@ func (u *Upstream) watchModern(ctx context.Context, s *session) error {
 			return nil
 		}
 	}
+}
+
+// replaceListen makes the subscription carry f, make before break: a new
+// stream is acknowledged before cur is closed. It returns the stream to keep
+// (nil for an empty filter); on an error cur is left as it was.
+func (u *Upstream) replaceListen(ctx context.Context, s *session, cur *listenStream, f mcp.SubscriptionFilter) (*listenStream, error) {
+	if emptyFilter(f) {
+		if cur != nil {
+			cur.close()
+		}
+		return nil, nil
+	}
+	next := u.openListen(ctx, s, f)
+	if err := next.await(ctx); err != nil {
+		next.close()
+		return nil, fmt.Errorf("subscriptions/listen: %w", err)
+	}
+	if cur != nil {
+		cur.close()
+	}
+	return next, nil
 }
 
 // errGracefulClose is a listen answered by its response: the server ended

@@ -32,10 +32,11 @@ import (
 )
 
 // Invalidator is the part of the cache the hub drives: an upstream's change
-// makes its cached answers unreachable before anyone is told of it.
+// makes its cached answers unreachable before anyone is told of it, and a
+// watch that dropped and came back makes them stale.
 type Invalidator interface {
 	Invalidate(ctx context.Context, upstream, tag string)
-	InvalidateUpstream(ctx context.Context, upstream string)
+	Revalidate(ctx context.Context, upstream string)
 }
 
 // Options configure a Hub.
@@ -173,9 +174,9 @@ func (h *Hub) invalidate(name string, ev upstream.Event) {
 	case upstream.ListChanged:
 		inv.Invalidate(ctx, name, ev.List.Tag)
 	case upstream.ResourceUpdated:
-		inv.Invalidate(ctx, name, ev.URI)
+		inv.Invalidate(ctx, name, mcp.NormalizeURI(ev.URI))
 	case upstream.Missed:
-		inv.InvalidateUpstream(ctx, name)
+		inv.Revalidate(ctx, name)
 	}
 }
 

@@ -91,7 +91,7 @@ func (v *invalidations) Invalidate(_ context.Context, up, tag string) {
 	}
 }
 
-func (v *invalidations) InvalidateUpstream(_ context.Context, up string) {
+func (v *invalidations) Revalidate(_ context.Context, up string) {
 	v.Invalidate(context.Background(), up, "*")
 }
 

@@ -1,0 +1,120 @@
+package mcp
+
+import "strings"
+
+// NormalizeURI returns the form of uri that every equivalent spelling of it
+// shares, for cache keys and invalidation tags: RFC 3986 §6.2.2 syntax-based
+// normalization (scheme and host lowercased, percent-encodings of
+// unreserved characters decoded and the others uppercased, dot segments
+// removed), and for file URIs an empty or "localhost" authority spelt the
+// same way (RFC 8089: file:/a, file:///a and file://localhost/a are one
+// file). A URI is never rewritten this way on the wire: only the keys that
+// stand for it are.
+func NormalizeURI(uri string) string {
+	scheme, rest, ok := strings.Cut(uri, ":")
+	if !ok {
+		return uri
+	}
+	scheme = strings.ToLower(scheme)
+	rest = percents(rest)
+	var authority string
+	hasAuthority := strings.HasPrefix(rest, "//")
+	if hasAuthority {
+		end := strings.IndexAny(rest[2:], "/?#")
+		if end < 0 {
+			end = len(rest) - 2
+		}
+		authority, rest = lowerHost(rest[2:2+end]), rest[2+end:]
+	}
+	path, tail := rest, ""
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		path, tail = rest[:i], rest[i:]
+	}
+	path = removeDots(path)
+	if scheme == "file" || strings.HasSuffix(scheme, "+file") {
+		if authority == "localhost" {
+			authority = ""
+		}
+		if strings.HasPrefix(path, "/") {
+			hasAuthority = true
+		}
+	}
+	if hasAuthority {
+		return scheme + "://" + authority + path + tail
+	}
+	return scheme + ":" + path + tail
+}
+
+// percents decodes the percent-encodings of unreserved characters and
+// uppercases the hex digits of the others.
+func percents(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' || i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			b.WriteByte(s[i])
+			continue
+		}
+		c := unhex(s[i+1])<<4 | unhex(s[i+2])
+		if isUnreserved(c) {
+			b.WriteByte(c)
+		} else {
+			b.WriteString("%" + strings.ToUpper(s[i+1:i+3]))
+		}
+		i += 2
+	}
+	return b.String()
+}
+
+// lowerHost lowercases the host of an authority, not its userinfo.
+func lowerHost(authority string) string {
+	at := strings.LastIndexByte(authority, '@')
+	return authority[:at+1] + strings.ToLower(authority[at+1:])
+}
+
+// removeDots is RFC 3986 §5.2.4.
+func removeDots(path string) string {
+	if !strings.Contains(path, ".") {
+		return path
+	}
+	var out []string
+	segs := strings.Split(path, "/")
+	for i, seg := range segs {
+		switch seg {
+		case ".":
+			if i == len(segs)-1 {
+				out = append(out, "")
+			}
+		case "..":
+			if len(out) > 1 || len(out) == 1 && out[0] != "" {
+				out = out[:len(out)-1]
+			}
+			if i == len(segs)-1 {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, seg)
+		}
+	}
+	return strings.Join(out, "/")
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+func isUnreserved(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}

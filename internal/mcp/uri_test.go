@@ -1,0 +1,31 @@
+package mcp
+
+import "testing"
+
+func TestNormalizeURI(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"file:///a.txt", "file:///a.txt"},
+		{"file:/a.txt", "file:///a.txt"},
+		{"file:///%61.txt", "file:///a.txt"},
+		{"file://localhost/a.txt", "file:///a.txt"},
+		{"FILE:///a.txt", "file:///a.txt"},
+		{"files+file:/a.txt", "files+file:///a.txt"},
+		{"HTTPS://Example.COM/A/%7euser/./b/../c?q=%2f#F", "https://example.com/A/~user/c?q=%2F#F"},
+		{"https://User@Example.com/", "https://User@example.com/"},
+		{"test://doc", "test://doc"},
+		{"test://%64oc", "test://doc"},
+		{"urn:isbn:0451450523", "urn:isbn:0451450523"},
+		{"test://x/a%2Fb", "test://x/a%2Fb"},
+		{"test://x/a%2fb", "test://x/a%2Fb"},
+		{"test://x/%zz", "test://x/%zz"},
+		{"test://x/a/../../b", "test://x/b"},
+		{"noscheme", "noscheme"},
+	} {
+		if got := NormalizeURI(c.in); got != c.want {
+			t.Errorf("NormalizeURI(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if again := NormalizeURI(NormalizeURI(c.in)); again != NormalizeURI(c.in) {
+			t.Errorf("not idempotent on %q: %q", c.in, again)
+		}
+	}
+}
