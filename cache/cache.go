@@ -380,6 +380,11 @@ func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup) outcome {
 	if err != nil {
 		return outcome{err: err, fp: l.fp}
 	}
+	if len(res) > c.maxEntry+64 {
+		// Too large to store (the hints add less than 64 bytes): not
+		// decoded and copied for nothing, and its caller's alone.
+		return outcome{result: res, fp: l.fp, solo: true}
+	}
 	h, err := parseHints(res)
 	if err != nil || !h.complete {
 		// input_required, or something that is not a result object:

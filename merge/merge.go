@@ -14,6 +14,7 @@
 package merge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,9 +57,10 @@ type Merger struct {
 	// already appeared earlier in the page, keeping the first upstream's in
 	// configuration order. Needed when URIs are not namespaced.
 	Unique bool
-	// Observe, if set, sees every upstream page that arrives, with the merge
-	// order, so a router can learn which upstream lists what.
-	Observe func(order []string, upstream, method string, items []jsonrpc.Object)
+	// Observe, if set, sees every upstream page that arrives (its items, a
+	// JSON array), with the merge order, so a router can learn which
+	// upstream lists what.
+	Observe func(order []string, upstream, method string, items json.RawMessage)
 }
 
 // UpstreamCursorError is a stale cursor refused by the upstream itself: the
@@ -72,9 +74,12 @@ func (e *UpstreamCursorError) Error() string {
 // Is makes it an ErrStaleCursor.
 func (e *UpstreamCursorError) Is(target error) bool { return target == ErrStaleCursor }
 
-// Result is a merged page and its combined cache hints.
+// Result is a merged page and its combined cache hints. Its items are
+// slices of the upstreams' pages, never decoded: chunks of the content of a
+// JSON array (a whole page's elements, or single elements kept), which
+// AppendItems joins.
 type Result struct {
-	Items      []jsonrpc.Object
+	Chunks     []json.RawMessage
 	NextCursor string
 	TTLms      int64
 	Scope      string
@@ -82,7 +87,7 @@ type Result struct {
 
 // page is one upstream's contribution.
 type page struct {
-	items      []jsonrpc.Object
+	items      json.RawMessage // the JSON array
 	next       string
 	ttlMs      int64
 	scope      string
@@ -151,7 +156,7 @@ func (m *Merger) fetchAll(ctx context.Context, f Fetcher, upstreams []string, pe
 // assemble concatenates the pages in order and combines their hints and
 // next cursors.
 func (m *Merger) assemble(upstreams []string, pending map[string]string, pages []page, method *mcp.Method) (*Result, error) {
-	res := &Result{Items: []jsonrpc.Object{}, TTLms: -1, Scope: mcp.ScopePublic}
+	res := &Result{TTLms: -1, Scope: mcp.ScopePublic}
 	next := map[string]string{}
 	seen := map[string]string{}
 	for i, name := range upstreams {
@@ -173,7 +178,7 @@ func (m *Merger) assemble(upstreams []string, pending map[string]string, pages [
 		if m.Observe != nil {
 			m.Observe(upstreams, name, method.Name, p.items)
 		}
-		res.Items = m.appendItems(res.Items, p.items, name, method.ID, seen)
+		res.Chunks = m.appendItems(res.Chunks, p.items, name, method.ID, seen)
 		if p.next != "" {
 			next[name] = p.next
 		}
@@ -191,21 +196,48 @@ func (m *Merger) assemble(upstreams []string, pending map[string]string, pages [
 	return res, nil
 }
 
-// appendItems adds one upstream's items, dropping (with Unique) those whose
-// identity an earlier upstream already listed. The Observer hears of the
-// collision: it sees every page whole.
-func (m *Merger) appendItems(out, items []jsonrpc.Object, upstream, idField string, seen map[string]string) []jsonrpc.Object {
-	for _, item := range items {
-		if m.Unique {
-			id := item.String(idField)
-			if _, dup := seen[id]; dup {
-				continue
+// appendItems adds one upstream's items: the page's whole array content at
+// once, or (with Unique) each item whose identity no earlier upstream
+// listed. The Observer hears of a collision: it sees every page whole.
+func (m *Merger) appendItems(chunks []json.RawMessage, items json.RawMessage, upstream, idField string, seen map[string]string) []json.RawMessage {
+	if !m.Unique {
+		if inner := bytes.TrimSpace(items); len(inner) > 2 {
+			if content := bytes.TrimSpace(inner[1 : len(inner)-1]); len(content) > 0 {
+				chunks = append(chunks, content)
 			}
-			seen[id] = upstream
 		}
-		out = append(out, item)
+		return chunks
 	}
-	return out
+	_ = jsonrpc.EachElement(items, func(item json.RawMessage) error {
+		id, _ := jsonrpc.MemberString(item, idField)
+		if _, dup := seen[id]; !dup {
+			seen[id] = upstream
+			chunks = append(chunks, item)
+		}
+		return nil
+	})
+	return chunks
+}
+
+// AppendItems appends the merged items to b, as a JSON array.
+func (r *Result) AppendItems(b []byte) []byte {
+	b = append(b, '[')
+	for i, c := range r.Chunks {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, c...)
+	}
+	return append(b, ']')
+}
+
+// ItemsLen is the length of what AppendItems appends.
+func (r *Result) ItemsLen() int {
+	n := 2
+	for _, c := range r.Chunks {
+		n += len(c) + 1
+	}
+	return n
 }
 
 func fetchPage(ctx context.Context, f Fetcher, upstream string, req *mcp.Request, listField, cursor string) page {
@@ -238,8 +270,9 @@ func parsePage(raw json.RawMessage, listField string) (page, error) {
 	if err != nil {
 		return p, err
 	}
-	if p.items, err = obj.Objects(listField); err != nil {
-		return p, err
+	p.items = obj[listField]
+	if err := jsonrpc.EachElement(p.items, func(json.RawMessage) error { return nil }); err != nil {
+		return p, fmt.Errorf("%q: %w", listField, err)
 	}
 	var ttl float64
 	if _, err := obj.Get("ttlMs", &ttl); err != nil {

@@ -202,8 +202,7 @@ func (r *Router) learn(ctx context.Context, set *upstream.Set, ups []*upstream.U
 				break
 			}
 			m, _ := mcp.Lookup(list)
-			items, _ := obj.Objects(m.Items)
-			r.routes.observe(set.Names(), u.Name(), list, items)
+			r.routes.observe(set.Names(), u.Name(), list, obj[m.Items])
 			if json.Unmarshal(res, &p) != nil || p.NextCursor == "" {
 				break
 			}

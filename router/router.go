@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -79,7 +80,7 @@ func New(o Options) *Router {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Router{ups: o.Upstreams, ns: o.Namespace, cache: o.Cache, log: o.Logger, routes: newRoutes(o.Logger), holds: newHolds(o.Secret)}
+	r := &Router{ups: o.Upstreams, ns: o.Namespace, cache: o.Cache, log: o.Logger, routes: newRoutes(o.Logger, !o.Namespace.Prefix), holds: newHolds(o.Secret)}
 	r.merger = &merge.Merger{
 		Codec:   o.Codec,
 		Log:     o.Logger,
@@ -146,15 +147,28 @@ func (r *Router) list(ctx context.Context, set *upstream.Set, m *mcp.Method, req
 	case err != nil:
 		return nil, err
 	}
-	out := jsonrpc.Object{"_meta": r.meta}
-	out.SetObjects(m.Items, res.Items)
-	_ = out.Set("resultType", mcp.ResultTypeComplete)
-	_ = out.Set("ttlMs", res.TTLms)
-	_ = out.Set("cacheScope", res.Scope)
+	return r.listResult(m, res), nil
+}
+
+// listResult writes a merged page in one buffer: its items are slices of
+// the upstream pages, copied once.
+func (r *Router) listResult(m *mcp.Method, res *merge.Result) json.RawMessage {
+	b := make([]byte, 0, 256+len(r.meta)+len(res.NextCursor)+res.ItemsLen())
+	b = append(b, `{"_meta":`...)
+	b = append(b, r.meta...)
+	b = append(b, `,"resultType":"complete","cacheScope":`...)
+	b = append(b, jsonrpc.Quote(res.Scope)...)
+	b = append(b, `,"ttlMs":`...)
+	b = strconv.AppendInt(b, res.TTLms, 10)
 	if res.NextCursor != "" {
-		_ = out.Set("nextCursor", res.NextCursor)
+		b = append(b, `,"nextCursor":`...)
+		b = append(b, jsonrpc.Quote(res.NextCursor)...)
 	}
-	return out.Marshal(), nil
+	b = append(b, ',')
+	b = append(b, jsonrpc.Quote(m.Items)...)
+	b = append(b, ':')
+	b = res.AppendItems(b)
+	return append(b, '}')
 }
 
 // pages is the merge.Fetcher of a set: one upstream's page, in the merged

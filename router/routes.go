@@ -1,6 +1,7 @@
 package router
 
 import (
+	"encoding/json"
 	"log/slog"
 	"slices"
 	"sync"
@@ -20,6 +21,9 @@ import (
 // listing again (names), which gives the same answer more slowly.
 type routes struct {
 	log *slog.Logger
+	// byURI: learn which upstream serves which URI and template (needed
+	// without namespaces only, where a URI names no upstream).
+	byURI bool
 
 	mu        sync.RWMutex
 	uris      map[string]string
@@ -33,20 +37,28 @@ type routes struct {
 // maxRoutes bounds everything learnt together.
 const maxRoutes = 200_000
 
-func newRoutes(log *slog.Logger) *routes {
-	return &routes{log: log, uris: map[string]string{}, names: map[string]map[string]string{},
+func newRoutes(log *slog.Logger, byURI bool) *routes {
+	return &routes{log: log, byURI: byURI, uris: map[string]string{}, names: map[string]map[string]string{},
 		templates: map[string]map[string]*uritemplate.Template{}, headers: map[string][]mcp.ParamHeader{}, collided: map[string]bool{}}
 }
 
 // observe learns from one upstream's list page, in the merged view; order
 // is the configuration order, which settles an identity two upstreams list.
-func (t *routes) observe(order []string, upstream, method string, items []jsonrpc.Object) {
+func (t *routes) observe(order []string, upstream, method string, list json.RawMessage) {
+	if !t.byURI && (method == mcp.MethodResourcesList || method == mcp.MethodTemplatesList) {
+		return
+	}
+	items, err := jsonrpc.Elements(list)
+	if err != nil {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch method {
 	case mcp.MethodResourcesList:
 		for _, item := range items {
-			t.own(t.uris, order, item.String("uri"), upstream)
+			uri, _ := jsonrpc.MemberString(item, "uri")
+			t.own(t.uris, order, uri, upstream)
 		}
 	case mcp.MethodTemplatesList:
 		t.learnTemplates(upstream, items)
@@ -57,7 +69,7 @@ func (t *routes) observe(order []string, upstream, method string, items []jsonrp
 			t.names[method] = owners
 		}
 		for _, item := range items {
-			name := item.String("name")
+			name, _ := jsonrpc.MemberString(item, "name")
 			if t.own(owners, order, name, upstream) && method == mcp.MethodToolsList {
 				t.learnHeaders(name, item)
 			}
@@ -87,14 +99,14 @@ func (t *routes) own(owners map[string]string, order []string, id, upstream stri
 	return false
 }
 
-func (t *routes) learnTemplates(upstream string, items []jsonrpc.Object) {
+func (t *routes) learnTemplates(upstream string, items []json.RawMessage) {
 	set := t.templates[upstream]
 	if set == nil {
 		set = map[string]*uritemplate.Template{}
 		t.templates[upstream] = set
 	}
 	for _, item := range items {
-		text := item.String("uriTemplate")
+		text, _ := jsonrpc.MemberString(item, "uriTemplate")
 		if _, ok := set[text]; ok || t.size >= maxRoutes {
 			continue
 		}
@@ -110,7 +122,11 @@ func (t *routes) learnTemplates(upstream string, items []jsonrpc.Object) {
 
 // learnHeaders records a listed tool's header-mirrored parameters; the
 // router already left tools with invalid annotations out of the page.
-func (t *routes) learnHeaders(name string, tool jsonrpc.Object) {
+func (t *routes) learnHeaders(name string, raw json.RawMessage) {
+	tool, err := jsonrpc.ParseObject(raw)
+	if err != nil {
+		return
+	}
 	hs, err := mcp.ParamHeaders(tool)
 	if err != nil || len(hs) == 0 {
 		delete(t.headers, name)

@@ -2,6 +2,7 @@ package test
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -164,6 +165,44 @@ func TestWatchBlipKeepsStaleReserve(t *testing.T) {
 		text, ttl, _ := readAs(t, p.URL, "h+test://reserve", "")
 		if ttl != 0 || text != reserve {
 			t.Errorf("replica %d with the upstream down after a blip: %q ttl %d, want the stale %q", i, text, ttl, reserve)
+		}
+	}
+}
+
+// A client that dribbles its body is cut off after read_timeout, rather
+// than holding a connection (and a goroutine) indefinitely.
+func TestSlowBodyCutOff(t *testing.T) {
+	p, _ := legacyFixture(t, "read_timeout: 1s\n")
+	addr := strings.TrimPrefix(strings.TrimSuffix(p.URL, "/mcp"), "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: 1000\r\n\r\n{", addr)
+	start := time.Now()
+	closed := make(chan struct{})
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := conn.Read(buf); err != nil {
+				close(closed)
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-closed:
+			if took := time.Since(start); took > 3*time.Second {
+				t.Errorf("the connection was cut after %v, want about read_timeout (1s)", took)
+			}
+			return
+		case <-time.After(200 * time.Millisecond):
+			if time.Since(start) > 6*time.Second {
+				t.Fatal("a dribbling client held its connection for 6s with read_timeout 1s")
+			}
+			_, _ = conn.Write([]byte(" "))
 		}
 	}
 }

@@ -181,7 +181,7 @@ func (c *httpConn) roundTrip(ctx context.Context, ex *exchange) (*reply, error) 
 // the body is a JSON-RPC error for this request: modern servers answer
 // protocol errors with 400 and a body.
 func (c *httpConn) readJSON(resp *http.Response, ex *exchange) (*jsonrpc.Message, error) {
-	body, err := readLimited(resp.Body, c.limit)
+	body, err := readLimited(resp.Body, resp.ContentLength, c.limit)
 	if err != nil {
 		return nil, err
 	}
@@ -292,16 +292,47 @@ func (c *httpConn) deleteSession(ctx context.Context, sid string) error {
 	return nil
 }
 
-func readLimited(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read response: %w", err)
-	}
-	if int64(len(b)) > limit {
+// readLimited reads a body of at most limit bytes. A body of known length
+// is read into one buffer of that size; one of unknown length into blocks
+// joined once at the end: growing one buffer by appending would allocate
+// several times the body on the way to a large one.
+func readLimited(r io.Reader, size, limit int64) ([]byte, error) {
+	if size > limit {
 		return nil, fmt.Errorf("response larger than max_response_bytes (%d)", limit)
+	}
+	if size >= 0 {
+		b := make([]byte, size)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, fmt.Errorf("read response: %w", err)
+		}
+		return b, nil
+	}
+	var blocks [][]byte
+	total, next := int64(0), 16<<10
+	for {
+		block := make([]byte, next)
+		next = min(next*2, maxReadBlock)
+		n, err := io.ReadFull(r, block)
+		blocks, total = append(blocks, block[:n]), total+int64(n)
+		if total > limit {
+			return nil, fmt.Errorf("response larger than max_response_bytes (%d)", limit)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read response: %w", err)
+		}
+	}
+	b := make([]byte, 0, total) // exact: the body may live on in a cache entry
+	for _, block := range blocks {
+		b = append(b, block...)
 	}
 	return b, nil
 }
+
+// maxReadBlock is the largest block a body of unknown length is read in.
+const maxReadBlock = 1 << 20
 
 func statusError(resp *http.Response, limit int64) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, min(limit, 512)))

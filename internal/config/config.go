@@ -34,6 +34,9 @@ type Config struct {
 	AllowedHosts []string `yaml:"allowed_hosts"`
 	// MaxRequestBytes bounds a downstream request body.
 	MaxRequestBytes ByteSize `yaml:"max_request_bytes"`
+	// ReadTimeout bounds reading a request, headers and body: a client that
+	// dribbles its body is cut off.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
 	// ShutdownTimeout bounds the drain on SIGINT/SIGTERM.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// CursorSecret signs pagination cursors; replicas behind one load

@@ -71,6 +71,7 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Namespace, NamespacePrefix)
 	setDefault(&c.MaxRequestBytes, DefaultMaxRequestBytes)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	setDefault(&c.ReadTimeout, 30*time.Second)
 	setDefault(&c.CursorTTL, DefaultCursorTTL)
 	setDefault(&c.Log.Level, "info")
 	setDefault(&c.Log.Format, "text")
@@ -192,6 +193,9 @@ func (c *Config) validateLimits(ps *problems) {
 	}
 	if c.ShutdownTimeout < 0 {
 		ps.add("shutdown_timeout", "must not be negative")
+	}
+	if c.ReadTimeout < 100*time.Millisecond {
+		ps.add("read_timeout", "must be at least 100ms")
 	}
 	if c.CursorTTL < time.Second {
 		ps.add("cursor_ttl", "must be at least 1s")

@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 )
 
@@ -111,5 +112,38 @@ func TestObjectsRoundTrip(t *testing.T) {
 	empty, _ := ParseObject([]byte(`{"b":[ ]}`))
 	if items, err := empty.Objects("b"); err != nil || items == nil || len(items) != 0 {
 		t.Errorf("empty array: %v %v", items, err)
+	}
+}
+
+// The scanners agree with encoding/json on what they find, and a rewrite
+// changes nothing but the field it rewrites.
+func TestScanning(t *testing.T) {
+	obj := []byte(` { "a" : 1, "items" : [ {"uri":"x://1","n":{"uri":"inner"}} , {"name":"two","uri":"x:\/\/2"} ], "z\u0041":"q" } `)
+	if v, ok := Member(obj, "zA"); !ok || string(v) != `"q"` {
+		t.Errorf("Member with an escaped key: %s %v", v, ok)
+	}
+	if _, ok := Member(obj, "uri"); ok {
+		t.Error("Member found a nested key at the top level")
+	}
+	items, _ := Member(obj, "items")
+	elems, err := Elements(items)
+	if err != nil || len(elems) != 2 {
+		t.Fatalf("Elements: %v %v", elems, err)
+	}
+	if s, ok := MemberString(elems[1], "uri"); !ok || s != "x://2" {
+		t.Errorf("MemberString with an escape: %q", s)
+	}
+	out, err := PrefixItems(obj, "items", "uri", "up+")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want map[string]any
+	_ = json.Unmarshal(out, &got)
+	_ = json.Unmarshal([]byte(`{"a":1,"items":[{"uri":"up+x://1","n":{"uri":"inner"}},{"name":"two","uri":"up+x://2"}],"zA":"q"}`), &want)
+	if !json.Valid(out) || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("PrefixItems:\n got %s", out)
+	}
+	if _, err := PrefixItems([]byte(`{"items":[{"name":"x"}]}`), "items", "uri", "up+"); err == nil {
+		t.Error("an item without the field was accepted")
 	}
 }

@@ -103,35 +103,18 @@ func (n Namespace) Result(upstream, method string, result json.RawMessage) (json
 }
 
 // items rewrites the identifying member of each item of a list (or of a
-// read's contents).
+// read's contents), in one pass over the bytes: a page of hundreds of
+// thousands of items costs one new buffer, not a map per item.
 func (n Namespace) items(upstream string, m *mcp.Method, result json.RawMessage) (json.RawMessage, error) {
-	obj, err := jsonrpc.ParseObject(result)
-	if err != nil {
-		return nil, fmt.Errorf("%s result: %w", m.Name, err)
-	}
-	if _, ok := obj[m.Items]; !ok {
-		return result, nil // input_required, or a result without items
-	}
-	items, err := obj.Objects(m.Items)
-	if err != nil {
-		return nil, fmt.Errorf("%s result: %w", m.Name, err)
-	}
-	if items == nil {
-		return result, nil // null: nothing to rewrite, and nothing to change
-	}
-	join := n.Join
+	prefix := upstream + Separator // upstream names need no JSON escaping
 	if m.ID == "name" {
-		join = n.JoinName
+		prefix = upstream + NameSeparator
 	}
-	for i, item := range items {
-		id, ok := item.Str(m.ID)
-		if !ok || id == "" {
-			return nil, fmt.Errorf("%s result: %s[%d] has no %s", m.Name, m.Items, i, m.ID)
-		}
-		item[m.ID] = jsonrpc.Quote(join(upstream, id))
+	out, err := jsonrpc.PrefixItems(result, m.Items, m.ID, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("%s result: %w", m.Name, err)
 	}
-	obj.SetObjects(m.Items, items)
-	return obj.Marshal(), nil
+	return out, nil
 }
 
 // blocks follows path (object members; arrays are walked through) down to

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
@@ -176,7 +177,9 @@ func (o *httpWriter) Result(id, res json.RawMessage) {
 		return
 	}
 	// The result is written in place, not copied into one buffer: for a
-	// cache hit this copy would be most of the work left.
+	// cache hit this copy would be most of the work left. A client that
+	// stops reading fails the write rather than holding it.
+	_ = http.NewResponseController(o.w).SetWriteDeadline(time.Now().Add(sse.WriteTimeout))
 	h := o.w.Header()
 	h["Content-Type"] = []string{"application/json"} // canonical keys: no need for Set
 	h["Content-Length"] = []string{strconv.Itoa(len(resultPrefix) + len(id) + len(resultInfix) + len(res) + len(resultSuffix))}

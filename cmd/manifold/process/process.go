@@ -99,7 +99,8 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 	legacy := frontend.NewLegacy(d, p.sessions)
 	p.http = &http.Server{
 		Handler:           p.mux(d, legacy),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout),
+		ReadTimeout:       cfg.ReadTimeout, // headers and body; cleared once the body is read
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

@@ -1,0 +1,141 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// largePageUpstream answers resources/list with one page of n items (about
+// 42 bytes each), private, and everything else as a modern server must.
+func largePageUpstream(t testing.TB, n int) string {
+	var page bytes.Buffer
+	page.WriteString(`{"resultType":"complete","ttlMs":60000,"cacheScope":"private","resources":[`)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			page.WriteByte(',')
+		}
+		fmt.Fprintf(&page, `{"uri":"test://big/%07d","name":"r%07d"}`, i, i)
+	}
+	page.WriteString(`]}`)
+	body := page.Bytes()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		w.Header().Set("Content-Type", "application/json")
+		switch m.Method {
+		case "server/discover":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"resources":{}}}}`, m.ID)
+		case "resources/list":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":`, m.ID)
+			_, _ = w.Write(body)
+			_, _ = w.Write([]byte("}"))
+		default:
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`, m.ID)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// startManifoldProcess runs the manifold binary on cfg and returns its URL
+// and process id.
+func startManifoldProcess(t testing.TB, yamlText string) (string, int) {
+	port := freePort(t)
+	path := writeConfig(t, fmt.Sprintf("listen: 127.0.0.1:%d\nlog: {level: warn}\n", port)+yamlText)
+	cmd := exec.Command(manifoldBin, "serve", "--config", path)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	eventually(t, 10*time.Second, func() error {
+		resp, err := http.Get(url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	})
+	return url + "/mcp", cmd.Process.Pid
+}
+
+// peakRSS is a process's high-water mark of resident memory.
+func peakRSS(t testing.TB, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// Four concurrent callers (each its own credential) list one 15 MB upstream
+// page of 350,000 items: Manifold answers each within 30 s and its peak
+// resident memory stays under 256 MB.
+func TestLargeListPagesBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("large pages: not in -short")
+	}
+	up := largePageUpstream(t, 350_000)
+	url, pid := startManifoldProcess(t, "upstreams:"+httpUpstreamYAML("big", up, "max_response_bytes: 32MiB", "forward_headers: [Authorization]"))
+	base := peakRSS(t, pid)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	start := time.Now()
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := headers("resources/list", "")
+			h.Set("Authorization", fmt.Sprintf("Bearer caller-%d", i))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(rpcBody(1, "resources/list", "")))
+			req.Header = h
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			var r struct {
+				Result struct {
+					Resources []json.RawMessage `json:"resources"`
+				} `json:"result"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || len(r.Result.Resources) != 350_000 {
+				errs <- fmt.Errorf("caller %d: %d items, %v", i, len(r.Result.Resources), err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	peak := peakRSS(t, pid)
+	t.Logf("4 × 15 MB pages in %v; peak RSS %d MB (at start %d MB)", time.Since(start).Round(time.Millisecond), peak>>20, base>>20)
+	if peak > 256<<20 {
+		t.Errorf("peak RSS %d MB, want under 256 MB", peak>>20)
+	}
+}
