@@ -139,3 +139,55 @@ func TestLargeListPagesBounded(t *testing.T) {
 		t.Errorf("peak RSS %d MB, want under 256 MB", peak>>20)
 	}
 }
+
+// One listen may name at most subscriptions.max_uris_per_stream URIs, each
+// at most 8 KiB, and one upstream is asked to watch at most
+// max_uris_per_upstream of them in all: beyond, -32602 naming the limit.
+// Twelve listens of 40,000 URIs are refused without growing Manifold's
+// memory or reaching the upstream.
+func TestListenBounds(t *testing.T) {
+	s := newSDKServer("a", sdkOptions{resources: 1})
+	up, lt := trackedModern(t, s)
+	url, pid := startManifoldProcess(t, "max_request_bytes: 4MiB\nsubscriptions: {max_uris_per_stream: 1000, max_uris_per_upstream: 1500}\nupstreams:"+httpUpstreamYAML("a", up.URL))
+	readText(t, url, "a+test://a/0")
+	uris := func(n, from int) string {
+		var b strings.Builder
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"a+test://a/%d"`, from+i)
+		}
+		return b.String()
+	}
+	listenRaw := func(filter string) *rawResponse {
+		return post(t, url, headers("subscriptions/listen", ""), `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":`+filter+`,`+metaOK+`}}`)
+	}
+	base := peakRSS(t, pid)
+	var wg sync.WaitGroup
+	for i := 0; i < 12; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := listenRaw(`{"resourceSubscriptions":[` + uris(40_000, i*40_000) + `]}`)
+			if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, "1000") {
+				t.Errorf("a listen of 40,000 URIs: HTTP %d %s", r.Status, r.Body[:min(len(r.Body), 200)])
+			}
+		}()
+	}
+	wg.Wait()
+	if peak := peakRSS(t, pid); peak-base > 64<<20 {
+		t.Errorf("refusing 12 listens of 40,000 URIs grew peak RSS by %d MB", (peak-base)>>20)
+	}
+	if lt.opened.Load() != 1 { // the list-change watch only
+		t.Errorf("the upstream was asked for %d listen streams", lt.opened.Load())
+	}
+	long := listenRaw(`{"resourceSubscriptions":["a+test://a/` + strings.Repeat("x", 9000) + `"]}`)
+	long.wantError(t, 400, -32602)
+	first := listen(t, url, 2, `{"resourceSubscriptions":[`+uris(1000, 0)+`]}`)
+	first.next(t, 5*time.Second)
+	over := listenRaw(`{"resourceSubscriptions":[` + uris(1000, 1000) + `]}`)
+	if over.Error == nil || over.Error.Code != -32602 || !strings.Contains(over.Error.Message, "1500") {
+		t.Errorf("a listen past max_uris_per_upstream: %s", over.Body)
+	}
+}

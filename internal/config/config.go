@@ -63,6 +63,10 @@ type Subscriptions struct {
 	// Queue is how many notifications may wait for one slow subscriber
 	// before its stream is closed.
 	Queue int `yaml:"queue"`
+	// MaxURIsPerStream bounds the resources one listen names;
+	// MaxURIsPerUpstream the resources one upstream is asked to watch.
+	MaxURIsPerStream   int `yaml:"max_uris_per_stream"`
+	MaxURIsPerUpstream int `yaml:"max_uris_per_upstream"`
 }
 
 // Sessions configures the sessions legacy callers open with initialize.

@@ -78,6 +78,8 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Subscriptions.KeepAlive, 25*time.Second)
 	setDefault(&c.Subscriptions.MaxStreams, 10_000)
 	setDefault(&c.Subscriptions.Queue, 64)
+	setDefault(&c.Subscriptions.MaxURIsPerStream, 1000)
+	setDefault(&c.Subscriptions.MaxURIsPerUpstream, 10_000)
 	setDefault(&c.Sessions.IdleTimeout, 30*time.Minute)
 	setDefault(&c.Sessions.Max, 10_000)
 	c.Cache.applyDefaults()
@@ -222,6 +224,12 @@ func (s *Subscriptions) validate(ps *problems) {
 	}
 	if s.Queue < 1 || s.Queue > 1<<16 {
 		ps.add("subscriptions.queue", "must be between 1 and 65536")
+	}
+	if s.MaxURIsPerStream < 1 {
+		ps.add("subscriptions.max_uris_per_stream", "must be at least 1")
+	}
+	if s.MaxURIsPerUpstream < s.MaxURIsPerStream {
+		ps.add("subscriptions.max_uris_per_upstream", "must be at least max_uris_per_stream (%d)", s.MaxURIsPerStream)
 	}
 }
 

@@ -252,8 +252,8 @@ func (l *Legacy) subscribe(ctx context.Context, s *session.Session, msg *jsonrpc
 	var p struct {
 		URI string `json:"uri"`
 	}
-	if json.Unmarshal(msg.Params, &p) != nil || p.URI == "" {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.uri must be a string")
+	if json.Unmarshal(msg.Params, &p) != nil || p.URI == "" || len(p.URI) > hub.MaxURILen {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.uri must be a string of at most %d bytes", hub.MaxURILen)
 	}
 	i := slices.Index(s.Subscriptions, p.URI)
 	switch {

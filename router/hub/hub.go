@@ -48,9 +48,17 @@ type Options struct {
 	Logger      *slog.Logger
 	// MaxStreams bounds the open subscriptions.
 	MaxStreams int
-	// Queue is how many events may wait for one slow subscriber.
+	// Queue is how many events may wait for one slow subscriber. An event
+	// carries at most one URI of at most MaxURILen bytes, so this bounds a
+	// subscriber's queue in bytes too.
 	Queue int
+	// MaxURIs bounds the resources one subscription names; MaxWatched the
+	// resources one upstream is asked to watch, in all. Zero: no bound.
+	MaxURIs, MaxWatched int
 }
+
+// MaxURILen bounds a URI a subscriber names.
+const MaxURILen = 8 << 10
 
 // Event is one change a subscriber is told of, in the merged view: a list
 // (List set) or a resource (URI set).
@@ -207,6 +215,14 @@ const ackWait = 3 * time.Second
 // upstream that is down does not hold it up, and when its watch comes back
 // the subscriber is told that anything may have changed).
 func (h *Hub) Subscribe(ctx context.Context, f mcp.SubscriptionFilter) (*Subscription, error) {
+	if n := len(f.ResourceSubscriptions); h.o.MaxURIs > 0 && n > h.o.MaxURIs {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "a subscription may name at most %d resources (subscriptions.max_uris_per_stream), not %d", h.o.MaxURIs, n)
+	}
+	for _, uri := range f.ResourceSubscriptions {
+		if len(uri) > MaxURILen {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "a subscribed URI may be at most %d bytes", MaxURILen)
+		}
+	}
 	s := &Subscription{h: h, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{})}
 	set := h.o.Upstreams.Load()
 	caps := h.capabilities(ctx, set)
@@ -255,6 +271,9 @@ func (h *Hub) register(s *Subscription, set *upstream.Set) (map[*upstream.Upstre
 	if h.o.MaxStreams > 0 && len(h.subs) >= h.o.MaxStreams {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "too many open subscription streams")
 	}
+	if err := h.checkWatched(s); err != nil {
+		return nil, err
+	}
 	pending := map[*upstream.Upstream]uint64{}
 	h.subs[s] = struct{}{}
 	for name, uris := range s.uris {
@@ -272,6 +291,26 @@ func (h *Hub) register(s *Subscription, set *upstream.Set) (map[*upstream.Upstre
 		}
 	}
 	return pending, nil
+}
+
+// checkWatched refuses a subscription that would make an upstream watch
+// more than MaxWatched resources; h.mu is held.
+func (h *Hub) checkWatched(s *Subscription) error {
+	if h.o.MaxWatched <= 0 {
+		return nil
+	}
+	for name, uris := range s.uris {
+		added := 0
+		for _, inner := range uris {
+			if _, watched := h.byURI[name][inner]; !watched {
+				added++
+			}
+		}
+		if len(h.byURI[name])+added > h.o.MaxWatched {
+			return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "upstream %s would watch more than %d resources (subscriptions.max_uris_per_upstream)", name, h.o.MaxWatched)
+		}
+	}
+	return nil
 }
 
 func (h *Hub) unregister(s *Subscription) {

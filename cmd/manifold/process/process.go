@@ -83,6 +83,8 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 		Logger:      log,
 		MaxStreams:  cfg.Subscriptions.MaxStreams,
 		Queue:       cfg.Subscriptions.Queue,
+		MaxURIs:     cfg.Subscriptions.MaxURIsPerStream,
+		MaxWatched:  cfg.Subscriptions.MaxURIsPerUpstream,
 	})
 	hubReady.Store(p.hub)
 	rt := router.New(router.Options{
