@@ -307,3 +307,32 @@ func TestBoundAndShutdown(t *testing.T) {
 		t.Error("a subscription after shutdown was accepted")
 	}
 }
+
+// The bound on subscriptions holds under concurrency: the slot is reserved
+// where it is checked, so twenty concurrent subscribers against a bound of
+// five get exactly five subscriptions.
+func TestBoundUnderConcurrency(t *testing.T) {
+	f := newFixture(t, Options{MaxStreams: 5})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var subs []*Subscription
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := f.hub.Subscribe(context.Background(), mcp.SubscriptionFilter{ResourceSubscriptions: []string{"up+test://a"}})
+			if err == nil {
+				mu.Lock()
+				subs = append(subs, s)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, s := range subs {
+		s.Close()
+	}
+	if len(subs) != 5 {
+		t.Errorf("%d subscriptions past a bound of 5", len(subs))
+	}
+}
