@@ -20,7 +20,7 @@ import (
 
 // keyVersion starts every key; bump it when the key or value layout changes
 // so replicas of two versions never read each other's entries.
-const keyVersion = "m2"
+const keyVersion = "m3"
 
 // unkeyedMeta lists the `_meta` members that do not change an answer: they
 // are forwarded but left out of the key, so callers that differ only in them
@@ -161,16 +161,23 @@ func (f *fingerprinter) compute(h http.Header) string {
 
 // entryKey builds the key of one entry. Upstream names cannot contain ':'
 // and the digest and fingerprint are hex, so the fields cannot run into each
-// other. The braces are a Redis Cluster hash tag: an entry and the
-// generation of its invalidation tag live on the same shard, so one
-// pipelined round trip reads both.
+// other. The braces are a Redis Cluster hash tag: every key of one upstream
+// (its entries, generations, revalidate-before time and epoch) lives in one
+// slot, so a lookup is one pipelined round trip to one node, on a Cluster
+// as on one server. Upstreams spread over the slots.
 func entryKey(prefix, upstream, tagHash, scope, fp, method, dig string) string {
-	return prefix + keyVersion + ":{" + upstream + ":" + tagHash + "}:" + scope + ":" + fp + ":" + method + ":" + dig
+	return prefix + keyVersion + ":{" + upstream + "}:" + tagHash + ":" + scope + ":" + fp + ":" + method + ":" + dig
 }
 
 // genKey names the invalidation generation of a tag.
 func genKey(prefix, upstream, tagHash string) string {
-	return prefix + keyVersion + ":{" + upstream + ":" + tagHash + "}:gen"
+	return prefix + keyVersion + ":{" + upstream + "}:" + tagHash + ":gen"
+}
+
+// epochKey names an upstream's epoch: raising it retires every shared
+// entry of the upstream at once.
+func epochKey(prefix, upstream string) string {
+	return prefix + keyVersion + ":{" + upstream + "}:epoch"
 }
 
 // revalidateKey holds the time (ms, Redis's clock) before which the

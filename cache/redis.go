@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/manifold-mcp/manifold/internal/breaker"
+	"github.com/manifold-mcp/manifold/internal/redisbus"
 )
 
 // redisTier is the shared tier, used by every replica. Every command is bounded
@@ -22,8 +23,8 @@ import (
 // miss costs, with nothing relaxed and no error shown to callers.
 type redisTier struct {
 	rdb      redis.UniversalClient
+	bus      redisbus.Bus // the invalidation channel
 	prefix   string
-	channel  string
 	timeout  time.Duration
 	lifetime time.Duration // the longest an entry can live: generation keys outlive it
 	brk      *breaker.Breaker
@@ -35,10 +36,11 @@ type redisTier struct {
 	writes  chan struct{}  // bounds concurrent writes
 	pending sync.WaitGroup // writes in flight, waited for on close
 
-	// missed is set when an invalidation could not reach Redis; the next
-	// successful contact raises the shared epoch so that nothing written
-	// before it is served again.
-	missed atomic.Bool
+	// missed holds the upstreams whose invalidations could not reach
+	// Redis; the next successful contact raises their epochs, so that
+	// nothing of theirs written before it is served again.
+	missedMu sync.Mutex
+	missed   map[string]bool
 }
 
 // maxWrites bounds the asynchronous writes in flight; beyond it a write is
@@ -66,10 +68,11 @@ func newRedisTier(o RedisOptions, lifetime time.Duration, log *slog.Logger, orig
 		opts.ClientName = "manifold"
 	}
 	setRedisLogger.Do(func() { redis.SetLogger(quietRedis{log}) })
+	rdb := redis.NewUniversalClient(&opts)
 	s := &redisTier{
-		rdb:      redis.NewUniversalClient(&opts),
+		rdb:      rdb,
+		bus:      redisbus.Bus{Client: rdb, Options: &opts, Channel: o.Prefix + keyVersion + ":invalidate"},
 		prefix:   o.Prefix,
-		channel:  o.Prefix + keyVersion + ":invalidate",
 		timeout:  o.Timeout,
 		lifetime: lifetime,
 		log:      log,
@@ -94,15 +97,10 @@ func (s *redisTier) call(ctx context.Context, f func(ctx context.Context) error)
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if s.missed.Load() {
-		// Invalidations were lost while Redis was away: retire every shared
-		// entry before anything is read from it again.
-		if err := s.raiseEpoch(cctx); err != nil {
-			s.errors.Add(1)
-			s.brk.Failure()
-			return false
-		}
-		s.missed.Store(false)
+	if err := s.raiseMissed(cctx); err != nil {
+		s.errors.Add(1)
+		s.brk.Failure()
+		return false
 	}
 	err := f(cctx)
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -146,7 +144,7 @@ func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th stri
 			pairs[i] = pair{pipe.Get(ctx, k), pipe.PTTL(ctx, k)}
 		}
 		g := pipe.Get(ctx, genKey(s.prefix, upstream, th))
-		e := pipe.Get(ctx, s.epochKey())
+		e := pipe.Get(ctx, epochKey(s.prefix, upstream))
 		rb := pipe.Get(ctx, revalidateKey(s.prefix, upstream))
 		now := pipe.Time(ctx)
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -238,7 +236,7 @@ func (s *redisTier) revalidate(ctx context.Context, upstream string) {
 			return err
 		}
 		msg, _ := json.Marshal(invalidation{Origin: s.origin, Upstream: upstream, Revalidate: true})
-		return s.rdb.Publish(ctx, s.channel, msg).Err()
+		return s.rdb.Publish(ctx, s.bus.Channel, msg).Err()
 	})
 }
 
@@ -255,26 +253,42 @@ func (s *redisTier) invalidate(ctx context.Context, upstream, th string) bool {
 			return err
 		}
 		msg, _ := json.Marshal(invalidation{Origin: s.origin, Upstream: upstream, TagHash: th})
-		return s.rdb.Publish(ctx, s.channel, msg).Err()
+		return s.rdb.Publish(ctx, s.bus.Channel, msg).Err()
 	})
 	if !ok {
-		s.missed.Store(true)
+		s.missedMu.Lock()
+		if s.missed == nil {
+			s.missed = map[string]bool{}
+		}
+		s.missed[upstream] = true
+		s.missedMu.Unlock()
 	}
 	return ok
 }
 
-func (s *redisTier) epochKey() string { return s.prefix + keyVersion + ":epoch" }
-
-// raiseEpoch makes every shared entry written so far unreachable: the
-// epoch is part of every generation. It is the answer to invalidations that
-// could not be delivered while Redis was away.
-func (s *redisTier) raiseEpoch(ctx context.Context) error {
-	if err := s.rdb.Incr(ctx, s.epochKey()).Err(); err != nil {
-		return err
+// raiseMissed raises the epoch of every upstream whose invalidations could
+// not be delivered while Redis was away (the epoch is part of every
+// generation, so all their shared entries written so far are retired), and
+// tells the other replicas to flush their memory.
+func (s *redisTier) raiseMissed(ctx context.Context) error {
+	s.missedMu.Lock()
+	defer s.missedMu.Unlock()
+	if len(s.missed) == 0 {
+		return nil
 	}
-	s.log.Info("redis: invalidations were missed while it was unreachable; shared entries written before now are retired")
+	for upstream := range s.missed {
+		key := epochKey(s.prefix, upstream)
+		pipe := s.rdb.Pipeline()
+		pipe.Incr(ctx, key)
+		pipe.PExpire(ctx, key, s.lifetime)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+		delete(s.missed, upstream)
+		s.log.Info("redis: invalidations were missed while it was unreachable; the upstream's shared entries written before now are retired", "upstream", upstream)
+	}
 	msg, _ := json.Marshal(invalidation{Origin: s.origin})
-	_ = s.rdb.Publish(ctx, s.channel, msg).Err()
+	_ = s.rdb.Publish(ctx, s.bus.Channel, msg).Err()
 	return nil
 }
 
@@ -282,36 +296,15 @@ func (s *redisTier) raiseEpoch(ctx context.Context) error {
 // after the subscription was re-established (messages may have been missed
 // in between), until ctx is done.
 func (s *redisTier) listen(ctx context.Context, apply func(invalidation), lost func()) {
-	ps := s.rdb.Subscribe(ctx, s.channel)
-	defer ps.Close()
-	ch := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(5 * time.Second))
-	subscribed := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case m, ok := <-ch:
-			if !ok {
-				return
-			}
-			switch m := m.(type) {
-			case *redis.Subscription:
-				if m.Kind != "subscribe" {
-					continue
-				}
-				if subscribed {
-					s.log.Warn("redis invalidation channel re-established; flushing the memory tier")
-					lost()
-				}
-				subscribed = true
-			case *redis.Message:
-				var inv invalidation
-				if json.Unmarshal([]byte(m.Payload), &inv) == nil && inv.Origin != s.origin {
-					apply(inv)
-				}
-			}
+	s.bus.Listen(ctx, func(payload string) {
+		var inv invalidation
+		if json.Unmarshal([]byte(payload), &inv) == nil && inv.Origin != s.origin {
+			apply(inv)
 		}
-	}
+	}, func() {
+		s.log.Warn("redis invalidation channel re-established; flushing the memory tier")
+		lost()
+	})
 }
 
 // close waits for the writes in flight (each bounded by the timeout) and

@@ -1,13 +1,18 @@
-// Package redistest runs a real redis-server for tests, on a free loopback
-// port, and stops it when the test ends. Tests that need a shared tier use it
+// Package redistest runs real Redis for tests, on free loopback ports, and
+// stops it when the test ends: one redis-server, a Cluster of three masters
+// with a replica each, or a master, a replica and a sentinel. Tests that need a shared tier use it
 // rather than a fake: expiry, pipelines, pub/sub and reconnection behave as
 // in production only against the real thing.
 package redistest
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,4 +99,229 @@ func (s *Server) ping() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	return c.Ping(ctx).Err() == nil
+}
+
+// freePortPair returns a free port whose cluster bus port (port + 10000)
+// is free too.
+func freePortPair(t testing.TB) int {
+	for i := 0; i < 100; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if port+10000 > 65535 {
+			continue
+		}
+		if bus, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+10000)); err == nil {
+			bus.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port pair for a cluster node")
+	return 0
+}
+
+// Cluster is a Redis Cluster of three masters, each with one replica,
+// started for a test and stopped when it ends.
+type Cluster struct {
+	t     testing.TB
+	Addrs []string
+	nodes []*exec.Cmd
+}
+
+// StartCluster runs six cluster-enabled redis-servers and joins them with
+// redis-cli --cluster create.
+func StartCluster(t testing.TB) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t}
+	t.Cleanup(c.stop)
+	for i := 0; i < 6; i++ {
+		port := freePortPair(t)
+		dir := t.TempDir()
+		cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--cluster-node-timeout", "1000",
+			"--dir", dir, "--loglevel", "warning")
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start a cluster node: %v", err)
+		}
+		c.nodes = append(c.nodes, cmd)
+		c.Addrs = append(c.Addrs, fmt.Sprintf("127.0.0.1:%d", port))
+	}
+	for _, a := range c.Addrs {
+		waitPing(t, a)
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs...)
+	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	c.waitOK()
+	return c
+}
+
+// waitOK waits until every node says the cluster is ok.
+func (c *Cluster) waitOK() {
+	deadline := time.Now().Add(30 * time.Second)
+	for _, a := range c.Addrs {
+		for {
+			out, _ := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", port(a), "cluster", "info").Output()
+			if strings.Contains(string(out), "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("cluster node %s is not ok: %s", a, out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// Failover makes every replica take over its master (CLUSTER FAILOVER), so
+// every slot moves to another node, and waits for the cluster to settle.
+func (c *Cluster) Failover() {
+	for _, a := range c.Addrs {
+		out, _ := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", port(a), "role").Output()
+		if strings.HasPrefix(string(out), "slave") {
+			if out, err := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", port(a), "cluster", "failover").CombinedOutput(); err != nil {
+				c.t.Errorf("cluster failover on %s: %v %s", a, err, out)
+			}
+		}
+	}
+	time.Sleep(2 * time.Second)
+	c.waitOK()
+}
+
+// Keys lists the keys matching pattern on every master.
+func (c *Cluster) Keys(pattern string) ([]string, error) {
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
+	defer rdb.Close()
+	var mu sync.Mutex
+	var all []string
+	err := rdb.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+		keys, err := m.Keys(ctx, pattern).Result()
+		mu.Lock()
+		all = append(all, keys...)
+		mu.Unlock()
+		return err
+	})
+	return all, err
+}
+
+func (c *Cluster) stop() {
+	for _, cmd := range c.nodes {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+}
+
+// Sentinel is a master, its replica and one sentinel watching them.
+type Sentinel struct {
+	t          testing.TB
+	Addr       string // the sentinel's
+	MasterName string
+	Nodes      []string // the data nodes, master first at the start
+	procs      []*exec.Cmd
+}
+
+// StartSentinel runs a master, a replica of it, and a sentinel that fails
+// over within about a second.
+func StartSentinel(t testing.TB) *Sentinel {
+	t.Helper()
+	s := &Sentinel{t: t, MasterName: "manifold"}
+	t.Cleanup(s.stop)
+	master, replica, sentinel := freePortPair(t), freePortPair(t), freePortPair(t)
+	common := []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning"}
+	s.start(append([]string{"--port", fmt.Sprint(master)}, common...)...)
+	s.start(append([]string{"--port", fmt.Sprint(replica), "--replicaof", "127.0.0.1", fmt.Sprint(master)}, common...)...)
+	conf := filepath.Join(t.TempDir(), "sentinel.conf")
+	text := fmt.Sprintf("port %d\nbind 127.0.0.1\nsentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\n",
+		sentinel, s.MasterName, master, s.MasterName, s.MasterName)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.start(conf, "--sentinel")
+	s.Addr = fmt.Sprintf("127.0.0.1:%d", sentinel)
+	s.Nodes = []string{fmt.Sprintf("127.0.0.1:%d", master), fmt.Sprintf("127.0.0.1:%d", replica)}
+	for _, p := range []int{master, replica, sentinel} {
+		waitPing(t, fmt.Sprintf("127.0.0.1:%d", p))
+	}
+	// Wait until the replica is in sync and the sentinel knows it.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _ := exec.Command("redis-cli", "-p", fmt.Sprint(sentinel), "sentinel", "replicas", s.MasterName).Output()
+		if strings.Contains(string(out), fmt.Sprint(replica)) && !strings.Contains(string(out), "s_down") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sentinel never saw the replica: %s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return s
+}
+
+func (s *Sentinel) start(args ...string) {
+	cmd := exec.Command("redis-server", args...)
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start redis-server %v: %v", args, err)
+	}
+	s.procs = append(s.procs, cmd)
+}
+
+// Master returns the address the sentinel names as master now.
+func (s *Sentinel) Master() string {
+	out, _ := exec.Command("redis-cli", "-p", port(s.Addr), "sentinel", "get-master-addr-by-name", s.MasterName).Output()
+	f := strings.Fields(string(out))
+	if len(f) != 2 {
+		return ""
+	}
+	return f[0] + ":" + f[1]
+}
+
+// Failover has the sentinel promote the replica, and waits until it names
+// a new master.
+func (s *Sentinel) Failover() {
+	before := s.Master()
+	if out, err := exec.Command("redis-cli", "-p", port(s.Addr), "sentinel", "failover", s.MasterName).CombinedOutput(); err != nil {
+		s.t.Errorf("sentinel failover: %v %s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for s.Master() == before {
+		if time.Now().After(deadline) {
+			s.t.Fatal("the sentinel did not fail over within 20s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Keys lists the keys matching pattern on the current master.
+func (s *Sentinel) Keys(pattern string) ([]string, error) {
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: []string{s.Addr}})
+	defer rdb.Close()
+	return rdb.Keys(context.Background(), pattern).Result()
+}
+
+func (s *Sentinel) stop() {
+	for _, cmd := range s.procs {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+}
+
+func waitPing(t testing.TB, addr string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", port(addr), "ping").Run(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("redis on %s did not answer PING", addr)
+}
+
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/redisbus"
 )
 
 // Redis is a Store every replica shares: a session is a key that expires
@@ -20,7 +21,7 @@ import (
 type Redis struct {
 	rdb     redis.UniversalClient
 	prefix  string
-	channel string
+	bus     redisbus.Bus // the signal channel
 	idle    time.Duration
 	timeout time.Duration
 	log     *slog.Logger
@@ -75,7 +76,8 @@ func NewRedis(o RedisOptions) *Redis {
 	opts := o.Client
 	opts.ReadTimeout, opts.WriteTimeout = o.Timeout, o.Timeout
 	ctx, stop := context.WithCancel(context.Background())
-	r := &Redis{rdb: redis.NewUniversalClient(&opts), prefix: o.Prefix + "session:", channel: o.Prefix + "sessions",
+	rdb := redis.NewUniversalClient(&opts)
+	r := &Redis{rdb: rdb, prefix: o.Prefix + "session:", bus: redisbus.Bus{Client: rdb, Options: &opts, Channel: o.Prefix + "sessions"},
 		idle: o.Idle, timeout: o.Timeout, log: o.Logger, stop: stop, done: make(chan struct{})}
 	go r.listen(ctx)
 	return r
@@ -208,45 +210,41 @@ func (r *Redis) publish(ctx context.Context, s signal) error {
 	if err != nil {
 		return err
 	}
-	if err := r.rdb.Publish(ctx, r.channel, b).Err(); err != nil {
+	if err := r.rdb.Publish(ctx, r.bus.Channel, b).Err(); err != nil {
 		return fmt.Errorf("session store: %w", err)
 	}
 	return nil
 }
 
 // listen delivers the replicas' signals (this one's own included) until
-// Close.
+// Close. After an interruption the recent copies are dropped: the changes
+// that would have dropped them may have been missed.
 func (r *Redis) listen(ctx context.Context) {
 	defer close(r.done)
-	ps := r.rdb.Subscribe(ctx, r.channel)
-	defer ps.Close()
-	ch := ps.Channel()
-	for {
-		var m *redis.Message
-		select {
-		case <-ctx.Done():
-			return
-		case m = <-ch:
-		}
-		if m == nil {
-			return
-		}
-		var s signal
-		if json.Unmarshal([]byte(m.Payload), &s) != nil || s.ID == "" {
-			continue
-		}
-		if s.Message != nil {
-			r.mu.Lock()
-			receive := r.receive
-			r.mu.Unlock()
-			if receive != nil {
-				receive(s.ID, s.Message)
-			}
-			continue
-		}
-		r.forget(s.ID)
-		r.watchers.tell(s.ID, Event{Changed: s.Changed, Ended: s.Ended})
+	r.bus.Listen(ctx, r.signal, func() {
+		r.log.Warn("session store: signal channel re-established; messages sent in between are lost")
+		r.mu.Lock()
+		clear(r.recent)
+		r.mu.Unlock()
+	})
+}
+
+func (r *Redis) signal(payload string) {
+	var s signal
+	if json.Unmarshal([]byte(payload), &s) != nil || s.ID == "" {
+		return
 	}
+	if s.Message != nil {
+		r.mu.Lock()
+		receive := r.receive
+		r.mu.Unlock()
+		if receive != nil {
+			receive(s.ID, s.Message)
+		}
+		return
+	}
+	r.forget(s.ID)
+	r.watchers.tell(s.ID, Event{Changed: s.Changed, Ended: s.Ended})
 }
 
 func (r *Redis) Close() error {
