@@ -51,10 +51,13 @@ func TestCLIHelp(t *testing.T) {
 }
 
 // validate accepts the shipped example and lists every problem of a bad
-// file with its YAML path.
+// file, with its YAML path, in one run: unknown keys, values that do not
+// decode, missing environment variables, invalid values and commands that
+// cannot run.
 func TestCLIValidate(t *testing.T) {
-	// The example's commands are relative to the repository root.
-	out, errOut, code := runCLI(t, "..", "validate", "--config", "config.example.yaml")
+	// The example's commands are relative to its own folder.
+	example, _ := filepath.Abs(filepath.Join("..", "config.example.yaml"))
+	out, errOut, code := runCLI(t, t.TempDir(), "validate", "--config", example)
 	if code != 0 {
 		t.Fatalf("config.example.yaml: exit %d: %s%s", code, out, errOut)
 	}
@@ -75,8 +78,11 @@ upstreams:
     headers: {Authorization: "Bearer ${MANIFOLD_TEST_SURELY_UNSET}"}
     forward_headers: [Content-Length]
     protocol: 1999-01-01
+  - name: runner
+    command: [surely-not-a-program-on-path]
+    dir: ./missing-dir
 `), 0o644)
-	out, errOut, code = runCLI(t, "", "validate", "--config", bad)
+	_, errOut, code = runCLI(t, "", "validate", "--config", bad)
 	if code != 1 {
 		t.Fatalf("bad config: exit %d", code)
 	}
@@ -85,41 +91,70 @@ upstreams:
 		"upstreams[1].timeout:",
 		"max_request_bytes: invalid size",
 		"upstreams[2].headers.Authorization: environment variable MANIFOLD_TEST_SURELY_UNSET is not set",
-	} {
-		if !strings.Contains(errOut, want) {
-			t.Errorf("output lacks %q:\n%s", want, errOut)
-		}
-	}
-	// Once the file parses, validation reports every value problem at once.
-	os.WriteFile(bad, []byte(`
-listen: nowhere
-namespace: flat
-upstreams:
-  - name: Docs
-    url: ftp://example.com
-  - name: notes
-    command: [./x]
-  - name: notes
-    url: http://127.0.0.1:1/mcp
-    forward_headers: [Content-Length]
-    protocol: 1999-01-01
-`), 0o644)
-	_, errOut, code = runCLI(t, "", "validate", "--config", bad)
-	for _, want := range []string{
 		"listen: must be host:port",
 		`namespace: must be "prefix" or "none"`,
 		"upstreams[0].name:",
 		"upstreams[0].url: must be an absolute http",
+		"upstreams[1].command[0]: " + filepath.Join(filepath.Dir(bad), "x") + ": no such file",
 		`upstreams[2].name: "notes" is already the name of upstreams[1]`,
 		"upstreams[2].forward_headers[0]:",
 		"upstreams[2].protocol:",
+		`upstreams[3].command[0]: "surely-not-a-program-on-path" is not on PATH`,
+		"upstreams[3].dir: " + filepath.Join(filepath.Dir(bad), "missing-dir") + ": no such file",
 	} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("output lacks %q:\n%s", want, errOut)
 		}
 	}
-	if code != 1 {
-		t.Errorf("exit %d", code)
+	// A problem is reported once, at its own key: a value that did not
+	// decode is not also reported as missing.
+	if n := strings.Count(errOut, "upstreams[1].timeout"); n != 1 {
+		t.Errorf("upstreams[1].timeout reported %d times:\n%s", n, errOut)
+	}
+}
+
+// Relative paths in the file (command, dir, tls files) are the file's
+// folder's, whatever the working directory; a stdio child without dir runs
+// in that folder, so its own relative arguments are the file's too.
+func TestCLIPathsRelativeToConfig(t *testing.T) {
+	root := t.TempDir()
+	site := filepath.Join(root, "site")
+	for _, d := range []string{"bin", "notes"} {
+		if err := os.MkdirAll(filepath.Join(site, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe, err := os.ReadFile(manifoldBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(site, "bin", "manifold"), exe, 0o755)
+	os.WriteFile(filepath.Join(site, "notes", "a.txt"), []byte("relative"), 0o644)
+	port := freePort(t)
+	cfg := filepath.Join(site, "manifold.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\nupstreams:\n  - name: notes\n    command: [./bin/manifold, files, ./notes]\n", port)), 0o644)
+
+	elsewhere := t.TempDir()
+	if out, errOut, code := runCLI(t, elsewhere, "validate", "--config", cfg); code != 0 {
+		t.Fatalf("validate from another folder: exit %d: %s%s", code, out, errOut)
+	}
+	cmd := exec.Command(manifoldBin, "serve", "--config", cfg)
+	cmd.Dir = elsewhere
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	eventually(t, 10*time.Second, func() error {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	if got := readText(t, url, "notes+file:///a.txt"); got != "relative" {
+		t.Errorf("read through a relative command = %q", got)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -236,13 +237,23 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Load reads, expands, decodes and validates the file at path.
+// Load reads, expands, decodes and validates the file at path. Relative
+// paths in it are its folder's (see resolvePaths), and the files and
+// programs it names are checked.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	cfg, problems := Parse(data, os.LookupEnv)
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg, problems := parse(data, os.LookupEnv)
+	if cfg != nil {
+		cfg.resolvePaths(dir)
+		problems = report(problems, cfg.checkFiles())
+	}
 	if len(problems) > 0 {
 		return nil, &Error{File: path, Problems: problems}
 	}
@@ -250,8 +261,21 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse decodes and validates data, looking `${VAR}` references up with
-// lookup. It returns the config only when there are no problems.
+// lookup. It returns the config only when there are no problems. It does
+// not look at the file system: Load does.
 func Parse(data []byte, lookup func(string) (string, bool)) (*Config, []Problem) {
+	cfg, problems := parse(data, lookup)
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	return cfg, nil
+}
+
+// parse reports every problem of data in one pass: what is wrong in the
+// tree (unknown keys, values that do not decode) is reported and cleared,
+// the rest is decoded and validated. The config it returns, if any, is only
+// for further checks when there are problems.
+func parse(data []byte, lookup func(string) (string, bool)) (*Config, []Problem) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil {
@@ -263,20 +287,25 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, []Problem)
 	var problems []Problem
 	expand(&root, "", lookup, &problems)
 	checkKeys(&root, typeOfConfig, "", &problems)
-	if len(problems) > 0 {
-		return nil, problems
-	}
 	var cfg Config
 	if err := root.Decode(&cfg); err != nil {
 		// checkKeys decodes every leaf, so this is a shape it missed.
-		return nil, decodeProblems(err)
+		return nil, append(problems, decodeProblems(err)...)
 	}
 	cfg.applyDefaults()
-	problems = cfg.validate()
-	if len(problems) > 0 {
-		return nil, problems
+	return &cfg, report(problems, cfg.validate())
+}
+
+// report adds the problems of a later check to those found so far, leaving
+// out what is about a key already reported.
+func report(problems, more []Problem) []Problem {
+	found := problems
+	for _, p := range more {
+		if !covered(found, p) {
+			problems = append(problems, p)
+		}
 	}
-	return &cfg, nil
+	return problems
 }
 
 func decodeProblems(err error) []Problem {

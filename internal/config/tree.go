@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"os"
 	"reflect"
 	"regexp"
 	"strings"
@@ -57,7 +56,9 @@ func expand(n *yaml.Node, path string, lookup func(string) (string, bool), probl
 }
 
 // checkKeys walks n against t, reporting unknown keys, shape mismatches and
-// values that do not decode, each at its own path.
+// values that do not decode, each at its own path. It clears each node it
+// reports (see drop), so that the rest of the file still decodes and is
+// validated in the same run.
 func checkKeys(n *yaml.Node, t reflect.Type, path string, problems *[]Problem) {
 	if n.Kind == yaml.DocumentNode {
 		for _, c := range n.Content {
@@ -82,6 +83,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, problems *[]Problem) {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			*problems = append(*problems, Problem{Path: path, Message: "must be a mapping"})
+			drop(n)
 			return
 		}
 		fields := yamlFields(t)
@@ -91,6 +93,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, problems *[]Problem) {
 			ft, ok := fields[key]
 			if !ok {
 				*problems = append(*problems, Problem{Path: p, Message: "unknown key" + suggest(key, fields)})
+				drop(n.Content[i+1])
 				continue
 			}
 			checkKeys(n.Content[i+1], ft, p, problems)
@@ -98,6 +101,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, problems *[]Problem) {
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			*problems = append(*problems, Problem{Path: path, Message: "must be a mapping"})
+			drop(n)
 			return
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -106,6 +110,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, problems *[]Problem) {
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			*problems = append(*problems, Problem{Path: path, Message: "must be a list"})
+			drop(n)
 			return
 		}
 		for i, c := range n.Content {
@@ -119,6 +124,7 @@ var typeOfUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
 func checkLeaf(n *yaml.Node, t reflect.Type, path string, problems *[]Problem) {
 	if n.Kind != yaml.ScalarNode {
 		*problems = append(*problems, Problem{Path: path, Message: "must be a single value"})
+		drop(n)
 		return
 	}
 	if err := n.Decode(reflect.New(t).Interface()); err != nil {
@@ -127,7 +133,39 @@ func checkLeaf(n *yaml.Node, t reflect.Type, path string, problems *[]Problem) {
 			msg = msg[i+2:]
 		}
 		*problems = append(*problems, Problem{Path: path, Message: msg})
+		drop(n)
 	}
+}
+
+// drop makes a reported node null: it decodes as the zero value, which the
+// defaults then fill, and validation problems it causes are not reported
+// again (see covered).
+func drop(n *yaml.Node) {
+	*n = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
+}
+
+// covered reports whether p is about a key already reported: the same
+// path, one under it, or one above it (an upstream whose url did not
+// decode also lacks a url).
+func covered(reported []Problem, p Problem) bool {
+	for _, r := range reported {
+		if related(r.Path, p.Path) || related(p.Path, r.Path) {
+			return true
+		}
+	}
+	return false
+}
+
+// related reports whether path is parent or parent's descendant.
+func related(parent, path string) bool {
+	if parent == "" {
+		return false
+	}
+	if !strings.HasPrefix(path, parent) {
+		return false
+	}
+	rest := path[len(parent):]
+	return rest == "" || rest[0] == '.' || rest[0] == '['
 }
 
 func yamlFields(t reflect.Type) map[string]reflect.Type {
@@ -184,13 +222,4 @@ func join(path, key string) string {
 		return key
 	}
 	return path + "." + key
-}
-
-// fileReadable is a validation helper for paths named in the config.
-func fileReadable(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	return f.Close()
 }

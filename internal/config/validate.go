@@ -349,13 +349,6 @@ func (u *Upstream) validateTLS(bad complain) {
 	if (t.CertFile == "") != (t.KeyFile == "") {
 		bad("tls", "cert_file and key_file go together")
 	}
-	for _, f := range []struct{ key, path string }{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile}} {
-		if f.path != "" {
-			if err := fileReadable(f.path); err != nil {
-				bad("tls."+f.key, "%v", err)
-			}
-		}
-	}
 }
 
 func (f Filter) validate(key string, bad complain) {
