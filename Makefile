@@ -6,7 +6,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: build run test vet deps conformance bench clean
+.PHONY: build run test vet deps conformance fuzz bench clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/manifold
@@ -30,6 +30,10 @@ test: vet build deps
 
 conformance: build
 	scripts/conformance
+
+# Every fuzz target for FUZZTIME (default 10s); CI runs it.
+fuzz:
+	scripts/fuzz
 
 bench: build deps
 	$(GO) test -run '^$$' -bench . -benchtime 3s -count 3 ./test/

@@ -54,7 +54,9 @@ func MemberString(obj json.RawMessage, key string) (string, bool) {
 	return s, err == nil
 }
 
-// memberRange finds the value of member key in obj.
+// memberRange finds the value of member key in obj: the last one, if the
+// key is repeated, as encoding/json and JavaScript keep the last (reading
+// the first would rewrite one value while clients read another).
 func memberRange(obj []byte, key string) (start, end int, ok bool) {
 	obj = bytes.TrimRight(obj, " \t\r\n")
 	i := skipSpace(obj, 0)
@@ -68,14 +70,14 @@ func memberRange(obj []byte, key string) (start, end int, ok bool) {
 		i = skipSpace(obj, skipSpace(obj, kEnd)+1) // past the ':'
 		vEnd := skipValue(obj, i)
 		if keyIs(k, key) {
-			return i, vEnd, true
+			start, end, ok = i, vEnd, true
 		}
 		i = skipSpace(obj, vEnd)
 		if i < len(obj) && obj[i] == ',' {
 			i = skipSpace(obj, i+1)
 		}
 	}
-	return 0, 0, false
+	return start, end, ok
 }
 
 // keyIs compares a JSON string literal with key, decoding it only when it

@@ -12,10 +12,10 @@ import "strings"
 // stand for it are.
 func NormalizeURI(uri string) string {
 	scheme, rest, ok := strings.Cut(uri, ":")
-	if !ok {
+	if !ok || !validScheme(scheme) {
 		return uri
 	}
-	scheme = strings.ToLower(scheme)
+	scheme = lowerASCII(scheme)
 	rest = percents(rest)
 	var authority string
 	hasAuthority := strings.HasPrefix(rest, "//")
@@ -46,15 +46,22 @@ func NormalizeURI(uri string) string {
 }
 
 // percents decodes the percent-encodings of unreserved characters and
-// uppercases the hex digits of the others.
+// uppercases the hex digits of the others. A '%' that starts no encoding
+// stands for itself and is written %25: left bare, a decoded character
+// after it could complete a new encoding ("%7%41" would become "%7A", then
+// "z"), and normalizing twice would not give the same key.
 func percents(s string) string {
 	if !strings.Contains(s, "%") {
 		return s
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		if s[i] != '%' || i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+		if s[i] != '%' {
 			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			b.WriteString("%25")
 			continue
 		}
 		c := unhex(s[i+1])<<4 | unhex(s[i+2])
@@ -71,7 +78,32 @@ func percents(s string) string {
 // lowerHost lowercases the host of an authority, not its userinfo.
 func lowerHost(authority string) string {
 	at := strings.LastIndexByte(authority, '@')
-	return authority[:at+1] + strings.ToLower(authority[at+1:])
+	return authority[:at+1] + lowerASCII(authority[at+1:])
+}
+
+// lowerASCII lowercases A-Z only. Unicode case mapping would join
+// spellings an upstream tells apart (the Kelvin sign lowercases to 'k').
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// validScheme is RFC 3986's ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ):
+// what is not a URI is left as it is.
+func validScheme(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alpha := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !alpha && (i == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // removeDots is RFC 3986 §5.2.4.

@@ -17,7 +17,8 @@ func TestNormalizeURI(t *testing.T) {
 		{"urn:isbn:0451450523", "urn:isbn:0451450523"},
 		{"test://x/a%2Fb", "test://x/a%2Fb"},
 		{"test://x/a%2fb", "test://x/a%2Fb"},
-		{"test://x/%zz", "test://x/%zz"},
+		{"test://x/%zz", "test://x/%25zz"}, // a bare '%' stands for itself
+		{"test://x/%7%41", "test://x/%257A"},
 		{"test://x/a/../../b", "test://x/b"},
 		{"noscheme", "noscheme"},
 	} {
@@ -27,5 +28,17 @@ func TestNormalizeURI(t *testing.T) {
 		if again := NormalizeURI(NormalizeURI(c.in)); again != NormalizeURI(c.in) {
 			t.Errorf("not idempotent on %q: %q", c.in, again)
 		}
+	}
+}
+
+// Case is folded in ASCII only: the Kelvin sign (U+212A) lowercases to 'k'
+// in Unicode, but an upstream tells the two hosts apart, so must the cache.
+// What has no valid scheme is not a URI and is left alone.
+func TestNormalizeURIASCIIOnly(t *testing.T) {
+	if a, b := NormalizeURI("test://\u212A/doc"), NormalizeURI("test://k/doc"); a == b {
+		t.Errorf("two hosts share the key %q", a)
+	}
+	if got := NormalizeURI("\u212Aile:///a"); got != "\u212Aile:///a" {
+		t.Errorf("a non-URI was rewritten to %q", got)
 	}
 }

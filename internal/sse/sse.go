@@ -136,18 +136,22 @@ func (s *Writer) deadline() {
 }
 
 // Event writes one `message` event whose data is a single JSON message. A
-// newline inside the data (legal between JSON tokens) starts another data line,
-// which readers join back.
+// line break inside the data (CR, LF or CRLF: whitespace between JSON
+// tokens, never inside a string) starts another data line, which readers
+// join back with LF. A CR is never written as such: a standard reader
+// would take it for the end of a line and lose the rest of it.
 func (s *Writer) Event(data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	payload := strings.ReplaceAll(string(data), "\n", "\ndata: ")
+	payload := lineBreaks.Replace(string(data))
 	s.deadline()
 	if _, err := fmt.Fprintf(s.w, "event: message\ndata: %s\n\n", payload); err != nil {
 		return fmt.Errorf("sse write: %w", err)
 	}
 	return s.flush()
 }
+
+var lineBreaks = strings.NewReplacer("\r\n", "\ndata: ", "\r", "\ndata: ", "\n", "\ndata: ")
 
 // Comment writes a comment line, used as a keep-alive.
 func (s *Writer) Comment(text string) error {
