@@ -81,23 +81,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, problems *[]Problem) {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			*problems = append(*problems, Problem{Path: path, Message: "must be a mapping"})
-			drop(n)
-			return
-		}
-		fields := yamlFields(t)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			key := n.Content[i].Value
-			p := join(path, key)
-			ft, ok := fields[key]
-			if !ok {
-				*problems = append(*problems, Problem{Path: p, Message: "unknown key" + suggest(key, fields)})
-				drop(n.Content[i+1])
-				continue
-			}
-			checkKeys(n.Content[i+1], ft, p, problems)
-		}
+		checkStruct(n, t, path, problems)
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			*problems = append(*problems, Problem{Path: path, Message: "must be a mapping"})
@@ -116,6 +100,27 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, problems *[]Problem) {
 		for i, c := range n.Content {
 			checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), problems)
 		}
+	}
+}
+
+// checkStruct checks a mapping against the fields of struct type t.
+func checkStruct(n *yaml.Node, t reflect.Type, path string, problems *[]Problem) {
+	if n.Kind != yaml.MappingNode {
+		*problems = append(*problems, Problem{Path: path, Message: "must be a mapping"})
+		drop(n)
+		return
+	}
+	fields := yamlFields(t)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key := n.Content[i].Value
+		p := join(path, key)
+		ft, ok := fields[key]
+		if !ok {
+			*problems = append(*problems, Problem{Path: p, Message: "unknown key" + suggest(key, fields)})
+			drop(n.Content[i+1])
+			continue
+		}
+		checkKeys(n.Content[i+1], ft, p, problems)
 	}
 }
 

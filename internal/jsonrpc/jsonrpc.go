@@ -125,17 +125,8 @@ func Decode(data []byte) (*Message, *Error) {
 	}
 	m.JSONRPC = Version
 	if raw, ok := obj["method"]; ok {
-		if len(raw) == 0 || raw[0] != '"' {
-			return m, Errorf(CodeInvalidRequest, `"method" must be a string`)
-		}
-		if m.Method, err = unquote(raw); err != nil {
-			return m, Errorf(CodeInvalidRequest, `"method" must be a string`)
-		}
-		if bytes.Equal(m.ID, null) {
-			// A request with id null is neither a request nor a
-			// notification: answering nothing would lose it.
-			m.ID = nil
-			return m, Errorf(CodeInvalidRequest, `"id" must be a string or an integer, not null`)
+		if e := m.decodeMethod(raw); e != nil {
+			return m, e
 		}
 	}
 	if raw, ok := obj["error"]; ok && string(raw) != "null" {
@@ -154,6 +145,24 @@ func Decode(data []byte) (*Message, *Error) {
 		return m, Errorf(CodeInvalidRequest, `a message needs "method", "result" or "error"`)
 	}
 	return m, nil
+}
+
+// decodeMethod sets the method of a request or notification.
+func (m *Message) decodeMethod(raw json.RawMessage) *Error {
+	var err error
+	if len(raw) == 0 || raw[0] != '"' {
+		return Errorf(CodeInvalidRequest, `"method" must be a string`)
+	}
+	if m.Method, err = unquote(raw); err != nil {
+		return Errorf(CodeInvalidRequest, `"method" must be a string`)
+	}
+	if bytes.Equal(m.ID, null) {
+		// A request with id null is neither a request nor a notification:
+		// answering nothing would lose it.
+		m.ID = nil
+		return Errorf(CodeInvalidRequest, `"id" must be a string or an integer, not null`)
+	}
+	return nil
 }
 
 func validID(id json.RawMessage) bool {

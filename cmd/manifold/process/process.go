@@ -99,15 +99,22 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 	p.dispatch = d
 	p.sessions = newSessionStore(cfg, log)
 	legacy := frontend.NewLegacy(d, p.sessions)
-	p.http = &http.Server{
-		Handler:           p.mux(d, legacy),
-		ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout),
-		ReadTimeout:       cfg.ReadTimeout, // headers and body; cleared once the body is read
+	p.http = p.server(p.mux(d, legacy))
+	return p, nil
+}
+
+// server bounds what a caller may hold: headers and body within
+// read_timeout (the deadline is cleared once the body is read, so streams
+// go on), idle connections, header size.
+func (p *Process) server(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: min(10*time.Second, p.cfg.ReadTimeout),
+		ReadTimeout:       p.cfg.ReadTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
-	return p, nil
 }
 
 // mux routes the listener's paths: /mcp through the chain of links, in the
