@@ -1,6 +1,8 @@
 package test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	sdkjsonrpc "github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/manifold-mcp/manifold/internal/redistest"
 )
@@ -204,5 +209,25 @@ func TestSlowBodyCutOff(t *testing.T) {
 			}
 			_, _ = conn.Write([]byte(" "))
 		}
+	}
+}
+
+// A legacy session's subscriptions obey subscriptions.max_uris_per_stream,
+// as a listen does: beyond it -32602 naming the key, at the subscribe that
+// crosses it (not later, when the session's stream is opened).
+func TestLegacySubscriptionsBounded(t *testing.T) {
+	p, _ := legacyFixture(t, "subscriptions: {max_uris_per_stream: 2}\n")
+	cs := legacySDKClient(t, p.URL, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 1; i <= 2; i++ {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: fmt.Sprintf("web+test://web/%d", i)}); err != nil {
+			t.Fatalf("subscription %d: %v", i, err)
+		}
+	}
+	err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "web+test://web/3"})
+	var we *sdkjsonrpc.Error
+	if !errors.As(err, &we) || we.Code != -32602 || !strings.Contains(we.Message, "subscriptions.max_uris_per_stream") {
+		t.Errorf("a third subscription with a bound of 2: %v", err)
 	}
 }

@@ -44,9 +44,6 @@ const maxRounds = 16
 // askTimeout bounds how long a question waits for the caller's answer.
 const askTimeout = 5 * time.Minute
 
-// maxSubscriptions bounds the URIs one legacy session subscribes to.
-const maxSubscriptions = 1000
-
 // NewLegacy returns the legacy front of d, keeping sessions in store.
 func NewLegacy(d *Dispatcher, store session.Store) *Legacy {
 	l := &Legacy{d: d, store: store, inflight: map[string]context.CancelFunc{}}
@@ -260,8 +257,10 @@ func (l *Legacy) subscribe(ctx context.Context, s *session.Session, msg *jsonrpc
 	case msg.Method == mcp.MethodUnsubscribe && i >= 0:
 		s.Subscriptions = slices.Delete(s.Subscriptions, i, i+1)
 	case msg.Method == mcp.MethodSubscribe && i < 0:
-		if len(s.Subscriptions) >= maxSubscriptions {
-			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "a session may subscribe to at most %d resources", maxSubscriptions)
+		// The session's stream subscribes to them all at once: the bound
+		// of one listen is the session's.
+		if limit := l.d.o.Hub.MaxURIs(); limit > 0 && len(s.Subscriptions) >= limit {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "a session may subscribe to at most %d resources (subscriptions.max_uris_per_stream)", limit)
 		}
 		s.Subscriptions = append(s.Subscriptions, p.URI)
 	default:

@@ -398,6 +398,9 @@ func targets(uri string, caps map[string]mcp.Capabilities, set *upstream.Set, ns
 
 // Close ends every subscription (ErrClosing) and waits, up to ctx, for their
 // frontends to close them.
+// MaxURIs is the most resources one subscription may name (0: no bound).
+func (h *Hub) MaxURIs() int { return h.o.MaxURIs }
+
 func (h *Hub) Close(ctx context.Context) error {
 	h.mu.Lock()
 	if !h.closed {
