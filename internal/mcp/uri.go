@@ -42,6 +42,11 @@ func NormalizeURI(uri string) string {
 	if hasAuthority {
 		return scheme + "://" + authority + path + tail
 	}
+	if strings.HasPrefix(path, "//") {
+		// Removing dots left a path that would read as an authority
+		// ("a:/.//b" → "a://b"); RFC 3986 §5.2.4 keeps it a path with "/.".
+		path = "/." + path
+	}
 	return scheme + ":" + path + tail
 }
 

@@ -20,6 +20,7 @@ func TestNormalizeURI(t *testing.T) {
 		{"test://x/%zz", "test://x/%25zz"}, // a bare '%' stands for itself
 		{"test://x/%7%41", "test://x/%257A"},
 		{"test://x/a/../../b", "test://x/b"},
+		{"a:/.//b", "a:/.//b"}, // not a://b: that b would be a host
 		{"noscheme", "noscheme"},
 	} {
 		if got := NormalizeURI(c.in); got != c.want {
