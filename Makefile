@@ -1,6 +1,8 @@
 # Manifold. `make run` serves config.example.yaml; `make test` runs every test.
 GO        ?= go
 BIN       := bin/manifold
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X github.com/manifold-mcp/manifold/internal/mcp.BuildVersion=$(VERSION)
 CONFIG    ?= config.example.yaml
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
@@ -9,7 +11,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 .PHONY: build run test vet deps conformance fuzz bench clean
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/manifold
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(LDFLAGS)' -o $(BIN) ./cmd/manifold
 
 run: build
 	$(BIN) serve --config $(CONFIG)
@@ -18,10 +20,14 @@ vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 
-# The cache tests start their own redis-server processes; install it if missing.
+# The cache tests start their own redis-server processes, and the admin
+# page is tested in a headless Chromium; install what is missing.
 deps:
-	@command -v redis-server >/dev/null || { echo "installing redis-server"; \
-	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
+	@missing=""; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	[ -z "$$missing" ] || { echo "installing$$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }
 
 # The legacy-client tests run the TypeScript SDK v1 client on Node 22,
 # which scripts/node-deps installs into .cache/node on first use.

@@ -39,6 +39,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/manifold-mcp/manifold/internal/mcp"
 )
@@ -177,9 +180,19 @@ func New(o Options) (*Cache, error) {
 	c.redis = newRedisTier(*o.Redis, c.maxTTL+c.grace+time.Minute, o.Logger, hex.EncodeToString(origin))
 	ctx, stop := context.WithCancel(context.Background())
 	c.stop = stop
+	var wg sync.WaitGroup
+	wg.Add(2)
 	go func() {
-		defer close(c.done)
+		defer wg.Done()
 		c.redis.listen(ctx, c.applyRemote, c.flushMemory)
+	}()
+	go func() {
+		defer wg.Done()
+		c.redis.heartbeat(ctx, heartbeatEvery)
+	}()
+	go func() {
+		wg.Wait()
+		close(c.done)
 	}()
 	return c, nil
 }
@@ -224,14 +237,19 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 		st.bypassed.Add(1)
 		return fill(ctx)
 	}
+	ctx, span := tracer.Start(ctx, "cache.lookup", trace.WithAttributes(attribute.String("manifold.upstream", r.Upstream)))
+	defer span.End()
 	now := c.now()
 	if res, ok := c.fromMemory(l, now); ok {
+		span.SetAttributes(attrTier.String("memory"), attrHit.Bool(true))
 		return res, nil
 	}
 	if res, ok := c.fromRedis(ctx, l, now); ok {
+		span.SetAttributes(attrTier.String("redis"), attrHit.Bool(true))
 		return res, nil
 	}
 	st.misses.Add(1)
+	span.SetAttributes(attrTier.String("upstream"), attrHit.Bool(false), attrCoalesced.Bool(false))
 	o, err := c.fillOnce(ctx, l, fill)
 	if err != nil {
 		return nil, err
@@ -241,6 +259,13 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 	}
 	return o.result, nil
 }
+
+var (
+	tracer        = otel.Tracer("github.com/manifold-mcp/manifold/cache")
+	attrTier      = attribute.Key("manifold.cache.tier")
+	attrHit       = attribute.Key("manifold.cache.hit")
+	attrCoalesced = attribute.Key("manifold.cache.coalesced")
+)
 
 func (c *Cache) newLookup(r Request, st *counters) (*lookup, error) {
 	dig, err := digest(r.EraChanges, r.Req.Method, r.Req.Params, r.Req.Meta, r.Req.Header, r.Forwarded, c.fp.set)
@@ -345,6 +370,7 @@ func (c *Cache) fillOnce(ctx context.Context, l *lookup, fill Fill) (outcome, er
 		return run(ctx), nil
 	}
 	l.st.coalesced.Add(1)
+	trace.SpanFromContext(ctx).SetAttributes(attrCoalesced.Bool(true))
 	// Only a public answer crosses credentials. A private answer, or an
 	// error (it may say something about the caller), filled for another
 	// credential is not ours: fill again, collapsing only with callers of

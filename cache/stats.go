@@ -2,85 +2,70 @@ package cache
 
 import (
 	"fmt"
-	"sort"
-
-	"github.com/manifold-mcp/manifold/internal/metrics"
 )
 
-// Collect implements metrics.Collector.
-func (c *Cache) Collect() []metrics.Family {
-	stats := c.snapshot()
-	names := make([]string, 0, len(stats))
-	for n := range stats {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	perUpstream := func(name, help string, get func(*counters) uint64, tier string) metrics.Family {
-		f := metrics.Family{Name: name, Help: help, Type: "counter"}
-		for _, n := range names {
-			labels := []string{"upstream", n}
-			if tier != "" {
-				labels = append(labels, "tier", tier)
-			}
-			f.Samples = append(f.Samples, metrics.Sample{Labels: labels, Value: float64(get(stats[n]))})
+// Stats is a snapshot of the cache's counters, for metrics, the admin page
+// and the shutdown summary. Counters only grow; a reader computes rates.
+type Stats struct {
+	Upstreams map[string]UpstreamStats
+	// Evictions counts memory-tier entries dropped to make room.
+	Evictions uint64
+	// Redis is nil without a shared tier.
+	Redis *RedisStats
+}
+
+// UpstreamStats counts one upstream's lookups.
+type UpstreamStats struct {
+	MemoryHits, RedisHits uint64
+	Misses                uint64 // found in no tier
+	Fills                 uint64 // upstream calls made for misses
+	Coalesced             uint64 // misses that waited on another caller's fill
+	Stale                 uint64 // stale entries served for an unreachable upstream
+	Bypassed              uint64 // requests that may not be cached
+	Invalidations         uint64 // made on this replica
+}
+
+// RedisStats describes the shared tier.
+type RedisStats struct {
+	Errors, WritesDropped uint64
+	// BreakerOpen is true while Redis is skipped after failures.
+	BreakerOpen bool
+}
+
+// Stats returns the current counters.
+func (c *Cache) Stats() Stats {
+	st := Stats{Upstreams: map[string]UpstreamStats{}, Evictions: c.evictions.Load()}
+	c.stats.Range(func(k, v any) bool {
+		s := v.(*counters)
+		st.Upstreams[k.(string)] = UpstreamStats{
+			MemoryHits: s.memHits.Load(), RedisHits: s.redisHits.Load(), Misses: s.misses.Load(), Fills: s.fills.Load(),
+			Coalesced: s.coalesced.Load(), Stale: s.stale.Load(), Bypassed: s.bypassed.Load(), Invalidations: s.invalidations.Load(),
 		}
-		return f
+		return true
+	})
+	if r := c.redis; r != nil {
+		st.Redis = &RedisStats{Errors: r.errors.Load(), WritesDropped: r.dropped.Load(), BreakerOpen: r.brk.Open()}
 	}
-	hits := perUpstream("manifold_cache_hits_total", "Answers served from a cache tier.", func(s *counters) uint64 { return s.memHits.Load() }, "memory")
-	hits.Samples = append(hits.Samples, perUpstream("", "", func(s *counters) uint64 { return s.redisHits.Load() }, "redis").Samples...)
-	fams := []metrics.Family{
-		hits,
-		perUpstream("manifold_cache_misses_total", "Lookups found in no tier.", func(s *counters) uint64 { return s.misses.Load() }, ""),
-		perUpstream("manifold_cache_fills_total", "Upstream calls made to fill misses.", func(s *counters) uint64 { return s.fills.Load() }, ""),
-		perUpstream("manifold_cache_coalesced_total", "Misses that waited on another caller's fill instead of calling the upstream.", func(s *counters) uint64 { return s.coalesced.Load() }, ""),
-		perUpstream("manifold_cache_stale_served_total", "Stale entries served because the upstream could not be reached.", func(s *counters) uint64 { return s.stale.Load() }, ""),
-		perUpstream("manifold_cache_bypassed_total", "Requests that may not be cached (non-cacheable methods, multi round-trip retries).", func(s *counters) uint64 { return s.bypassed.Load() }, ""),
-		perUpstream("manifold_cache_invalidations_total", "Invalidations made on this replica.", func(s *counters) uint64 { return s.invalidations.Load() }, ""),
-		{Name: "manifold_cache_evictions_total", Help: "Entries evicted from the memory tier to make room.", Type: "counter",
-			Samples: []metrics.Sample{{Labels: []string{"tier", "memory"}, Value: float64(c.evictions.Load())}}},
-	}
-	if s := c.redis; s != nil {
-		open := 0.0
-		if s.brk.Open() {
-			open = 1
-		}
-		fams = append(fams,
-			metrics.Family{Name: "manifold_cache_redis_errors_total", Help: "Redis commands that failed or timed out.", Type: "counter",
-				Samples: []metrics.Sample{{Value: float64(s.errors.Load())}}},
-			metrics.Family{Name: "manifold_cache_redis_writes_dropped_total", Help: "Redis writes skipped because too many were in flight.", Type: "counter",
-				Samples: []metrics.Sample{{Value: float64(s.dropped.Load())}}},
-			metrics.Family{Name: "manifold_cache_redis_breaker_open", Help: "1 while the Redis circuit breaker is open.", Type: "gauge",
-				Samples: []metrics.Sample{{Value: open}}},
-		)
-	}
-	return fams
+	return st
 }
 
 // Summary is a one-line account of the cache's work, for the shutdown log.
 func (c *Cache) Summary() string {
-	var memHits, redisHits, misses, fills, stale, coalesced, invalidations uint64
-	for _, s := range c.snapshot() {
-		memHits += s.memHits.Load()
-		redisHits += s.redisHits.Load()
-		misses += s.misses.Load()
-		fills += s.fills.Load()
-		stale += s.stale.Load()
-		coalesced += s.coalesced.Load()
-		invalidations += s.invalidations.Load()
+	st := c.Stats()
+	var t UpstreamStats
+	for _, s := range st.Upstreams {
+		t.MemoryHits += s.MemoryHits
+		t.RedisHits += s.RedisHits
+		t.Misses += s.Misses
+		t.Fills += s.Fills
+		t.Stale += s.Stale
+		t.Coalesced += s.Coalesced
+		t.Invalidations += s.Invalidations
 	}
 	redisErrors := uint64(0)
-	if c.redis != nil {
-		redisErrors = c.redis.errors.Load()
+	if st.Redis != nil {
+		redisErrors = st.Redis.Errors
 	}
 	return fmt.Sprintf("memory_hits=%d redis_hits=%d misses=%d upstream_fills=%d coalesced=%d stale_served=%d invalidations=%d evictions=%d redis_errors=%d",
-		memHits, redisHits, misses, fills, coalesced, stale, invalidations, c.evictions.Load(), redisErrors)
-}
-
-func (c *Cache) snapshot() map[string]*counters {
-	out := map[string]*counters{}
-	c.stats.Range(func(k, v any) bool {
-		out[k.(string)] = v.(*counters)
-		return true
-	})
-	return out
+		t.MemoryHits, t.RedisHits, t.Misses, t.Fills, t.Coalesced, t.Stale, t.Invalidations, st.Evictions, redisErrors)
 }

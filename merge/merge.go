@@ -25,6 +25,10 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Fetcher fetches one page of a list from one upstream: the upstream's result
@@ -73,6 +77,17 @@ func (e *UpstreamCursorError) Error() string {
 
 // Is makes it an ErrStaleCursor.
 func (e *UpstreamCursorError) Is(target error) bool { return target == ErrStaleCursor }
+
+// RemovedUpstreamError is a cursor naming an upstream the configuration no
+// longer has (a reload removed it).
+type RemovedUpstreamError struct{ Upstream string }
+
+func (e *RemovedUpstreamError) Error() string {
+	return "the cursor names upstream " + e.Upstream + ", which is no longer configured; list again from the start"
+}
+
+// Is makes it an ErrStaleCursor.
+func (e *RemovedUpstreamError) Is(target error) bool { return target == ErrStaleCursor }
 
 // Result is a merged page and its combined cache hints. Its items are
 // slices of the upstreams' pages, never decoded: chunks of the content of a
@@ -132,7 +147,7 @@ func (m *Merger) pending(upstreams []string, req *mcp.Request) (map[string]strin
 	}
 	for name := range c.Pending {
 		if !slices.Contains(upstreams, name) {
-			return nil, ErrStaleCursor // the configuration changed under it
+			return nil, &RemovedUpstreamError{Upstream: name}
 		}
 	}
 	return c.Pending, nil
@@ -147,11 +162,21 @@ func (m *Merger) fetchAll(ctx context.Context, f Fetcher, upstreams []string, pe
 		if !ok {
 			continue
 		}
-		wg.Go(func() { pages[i] = fetchPage(ctx, f, name, req, listField, cur) })
+		wg.Go(func() {
+			// One child span per upstream of the fan-out.
+			ctx, span := tracer.Start(ctx, "merge.page", trace.WithAttributes(attribute.String("manifold.upstream", name)))
+			defer span.End()
+			pages[i] = fetchPage(ctx, f, name, req, listField, cur)
+			if pages[i].err != nil {
+				span.SetStatus(codes.Error, pages[i].err.Error())
+			}
+		})
 	}
 	wg.Wait()
 	return pages
 }
+
+var tracer = otel.Tracer("github.com/manifold-mcp/manifold/merge")
 
 // assemble concatenates the pages in order and combines their hints and
 // next cursors.
@@ -171,7 +196,7 @@ func (m *Merger) assemble(upstreams []string, pending map[string]string, pages [
 				// The upstream no longer honours the cursor we kept for it.
 				return nil, &UpstreamCursorError{Upstream: name}
 			}
-			m.Log.Warn("upstream left out of merged list page", "upstream", name, "method", method.Name, "err", p.err)
+			m.Log.Debug("upstream left out of merged list page", "upstream", name, "method", method.Name, "err", p.err)
 			res.TTLms = 0
 			continue
 		}

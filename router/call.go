@@ -91,7 +91,8 @@ func (r *Router) answerNow(ctx context.Context, u *upstream.Upstream, req *mcp.R
 	res, err := r.fetch(ctx, u, req, "")
 	var ue *unavailableError
 	if errors.As(err, &ue) {
-		r.log.Warn("call failed", "upstream", u.Name(), "method", req.Method, "err", ue.err)
+		// The upstream's health record logs failures as a summary.
+		r.log.Debug("call failed", "upstream", u.Name(), "method", req.Method, "err", ue.err)
 		return nil, ue.rpc()
 	}
 	return res, err

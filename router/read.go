@@ -65,7 +65,7 @@ func (r *Router) readFrom(ctx context.Context, u *upstream.Upstream, req *mcp.Re
 	if err != nil {
 		var ue *unavailableError
 		if errors.As(err, &ue) {
-			r.log.Warn("read failed", "upstream", u.Name(), "err", ue.err)
+			r.log.Debug("read failed", "upstream", u.Name(), "err", ue.err)
 			if r.ns.Prefix {
 				return nil, ue.rpc()
 			}

@@ -281,7 +281,7 @@ func TestCacheTwoReplicasShareRedis(t *testing.T) {
 		t.Errorf("token B on replica b got %q", privB2)
 	}
 	m := scrape(t, b.URL)
-	if !strings.Contains(m, `manifold_cache_hits_total{upstream="h",tier="redis"} 2`) {
+	if !strings.Contains(m, `manifold_cache_hits_total{tier="redis",upstream="h"} 2`) {
 		t.Errorf("redis hits not counted on replica b:\n%s", m)
 	}
 	// The shutdown summary.

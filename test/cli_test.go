@@ -36,17 +36,47 @@ func TestCLIHelp(t *testing.T) {
 		want string
 	}{
 		{[]string{"--help"}, "manifold serve --config FILE"},
-		{[]string{"serve", "--help"}, "-config"},
-		{[]string{"validate", "--help"}, "-config"},
-		{[]string{"files", "--help"}, "-page-size"},
+		{[]string{"help"}, "manifold version"},
+		{[]string{"serve", "--help"}, "--config FILE"},
+		{[]string{"validate", "--help"}, "--config FILE"},
+		{[]string{"stdio", "-h"}, "--config FILE"},
+		{[]string{"files", "--help"}, "--page-size"},
 	} {
 		out, errOut, code := runCLI(t, "", c.args...)
-		if code != 0 || !strings.Contains(out+errOut, c.want) {
-			t.Errorf("%v: exit %d, output %q", c.args, code, out+errOut)
+		if code != 0 || !strings.Contains(out, c.want) || errOut != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and %q on stdout", c.args, code, out, errOut, c.want)
 		}
 	}
-	if _, _, code := runCLI(t, "", "frobnicate"); code != 2 {
-		t.Errorf("unknown command exit %d, want 2", code)
+	for _, args := range [][]string{{"frobnicate"}, {"serve", "--confg", "x"}, {}} {
+		out, errOut, code := runCLI(t, "", args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "Usage") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and the usage on stderr", args, code, out, errOut)
+		}
+	}
+}
+
+// The version is set at build time by the Makefile and printed by both
+// spellings, and the MCP serverInfo says the same.
+func TestCLIVersion(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "manifold")
+	build := exec.Command("make", "-C", "..", "build", "BIN="+bin, "VERSION=v9.8.7-test")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	for _, arg := range []string{"version", "--version"} {
+		out, err := exec.Command(bin, arg).Output()
+		if err != nil || string(out) != "manifold v9.8.7-test\n" {
+			t.Errorf("manifold %s: %q, %v", arg, out, err)
+		}
+	}
+	in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n"
+	cfg := filepath.Join(t.TempDir(), "m.yaml")
+	os.WriteFile(cfg, []byte("upstreams:\n  - {name: a, url: \"http://127.0.0.1:1/mcp\"}\n"), 0o600)
+	cmd := exec.Command(bin, "stdio", "--config", cfg)
+	cmd.Stdin = strings.NewReader(in)
+	out, _ := cmd.Output()
+	if !strings.Contains(string(out), `"version":"v9.8.7-test"`) {
+		t.Errorf("serverInfo does not carry the build's version: %s", out)
 	}
 }
 

@@ -545,3 +545,29 @@ func TestSubscribeRightAfterStartup(t *testing.T) {
 	updateUpstream(t, s, "test://alpha/0")
 	st.expect(t, 8, "notifications/resources/updated", "alpha+test://alpha/0")
 }
+
+// An upstream whose watch takes longer than the acknowledgment waits: an
+// update published before its watch was up reached no one, so once the
+// watch is up the subscriber is told its resource may have changed.
+func TestSubscribeAckedBeforeUpstreamWatchCatchesUp(t *testing.T) {
+	s := newSDKServer("alpha", sdkOptions{resources: 1})
+	slowStart := make(chan struct{})
+	h := modernHandler(s)
+	up := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"subscriptions/listen"`)) {
+			<-slowStart // discovery answers; the watch does not, yet
+		}
+		h.ServeHTTP(w, r)
+	}))
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("alpha", up.URL))
+	st := listen(t, p.URL, 8, `{"resourceSubscriptions":["alpha+test://alpha/0"]}`)
+	ack := st.next(t, 10*time.Second) // after the hub's 3 s wait
+	if got, _ := json.Marshal(ack["params"].(map[string]any)["notifications"]); string(got) != `{"resourceSubscriptions":["alpha+test://alpha/0"]}` {
+		t.Fatalf("honoured %s", got)
+	}
+	updateUpstream(t, s, "test://alpha/0") // nobody upstream listens yet
+	close(slowStart)
+	st.expect(t, 8, "notifications/resources/updated", "alpha+test://alpha/0")
+}

@@ -13,6 +13,10 @@ import (
 
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-retryablehttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
@@ -47,6 +51,11 @@ func newHTTPConn(o Options, onMsg onMessage) *httpConn {
 	rc.CheckRetry = checkRetry
 	rc.Backoff = backoff
 	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
+	rc.RequestLogHook = func(_ retryablehttp.Logger, r *http.Request, attempt int) {
+		if attempt > 0 {
+			trace.SpanFromContext(r.Context()).SetAttributes(attribute.Int("manifold.upstream.retries", attempt))
+		}
+	}
 	return &httpConn{url: o.URL, headers: o.Header.Clone(), limit: o.MaxResponseBytes, retry: rc, plain: plain, onMsg: onMsg}
 }
 
@@ -107,6 +116,7 @@ func (c *httpConn) request(ctx context.Context, ex *exchange) (*http.Response, e
 	}
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json, text/event-stream")
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
 	if ex.version != "" && ex.version != mcp.Version20250326 {
 		h.Set(mcp.HeaderProtocolVersion, ex.version)
 	}

@@ -1,8 +1,13 @@
 package upstream
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
@@ -15,7 +20,7 @@ import (
 // existed before 2026-07-28 (progressToken, trace context, anything a caller
 // added) and none of the `io.modelcontextprotocol/` request keys, which it
 // would not understand and might reject.
-func (u *Upstream) params(s *session, req *mcp.Request) (json.RawMessage, error) {
+func (u *Upstream) params(ctx context.Context, s *session, req *mcp.Request) (json.RawMessage, error) {
 	p := jsonrpc.Object{}
 	for k, v := range req.Params {
 		p[k] = v
@@ -43,12 +48,30 @@ func (u *Upstream) params(s *session, req *mcp.Request) (json.RawMessage, error)
 			}
 		}
 	}
+	traceMeta(ctx, meta)
 	if len(meta) > 0 {
 		p["_meta"] = meta.Marshal()
 	} else {
 		delete(p, "_meta")
 	}
 	return p.Marshal(), nil
+}
+
+// traceMeta puts the current trace context in meta (traceparent,
+// tracestate), where MCP carries it, so the server's spans are children of
+// this call's. With tracing off the context is the caller's own, which
+// thus passes through as it came.
+func traceMeta(ctx context.Context, meta jsonrpc.Object) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	carrier := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, carrier)
+	for _, k := range []string{mcp.MetaTraceparent, mcp.MetaTracestate} {
+		if v, ok := carrier[k]; ok {
+			meta[k] = jsonrpc.Quote(v)
+		}
+	}
 }
 
 // translateResponse makes a legacy server's answer look modern: a result

@@ -28,6 +28,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
@@ -100,14 +104,22 @@ type Options struct {
 	// OnEvent receives the changes the server announces: on subscription
 	// streams, and (legacy) as untagged notifications. May be nil.
 	OnEvent func(upstream string, ev Event)
+	// Observe, if set, is told of every call that reached the exchange:
+	// its method, how long it took, and its error (nil when the server
+	// answered). Metrics hang here.
+	Observe func(method string, d time.Duration, err error)
+	// OnState, if set, is told of each change of the upstream's State.
+	OnState func(upstream string, st State)
 }
 
 // Upstream is a client for one configured server. It is safe for
 // concurrent use.
 type Upstream struct {
-	o    Options
-	log  *slog.Logger
-	conn conn
+	o        Options
+	log      *slog.Logger
+	conn     conn
+	health   *health
+	inflight atomic.Int64 // calls under way, for Retire
 
 	mu         sync.Mutex
 	sess       *session
@@ -143,6 +155,11 @@ func New(o Options) (*Upstream, error) {
 		o.DefaultScope = mcp.ScopePrivate
 	}
 	u := &Upstream{o: o, log: o.Logger.With("upstream", o.Name)}
+	u.health = newHealth(u.log, func(st State) {
+		if o.OnState != nil {
+			o.OnState(o.Name, st)
+		}
+	})
 	u.w.changed = make(chan struct{}, 1)
 	u.w.up = make(chan struct{})
 	var err error
@@ -180,8 +197,23 @@ func (u *Upstream) Info(ctx context.Context) (Info, error) {
 	return s.Info, nil
 }
 
+// Status reports the upstream's health.
+func (u *Upstream) Status() Status {
+	st := u.health.status()
+	u.mu.Lock()
+	st.Protocol = u.last
+	u.mu.Unlock()
+	st.Transport = "http"
+	if len(u.o.Command) > 0 {
+		st.Transport = "stdio"
+	}
+	return st
+}
+
 // Call sends req and waits for the answer, within the configured timeout.
 func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error) {
+	u.inflight.Add(1)
+	defer u.inflight.Add(-1)
 	timeout := u.o.Timeout
 	if m, ok := mcp.Lookup(req.Method); ok && m.Long && u.o.CallTimeout > 0 {
 		timeout = u.o.CallTimeout
@@ -194,7 +226,7 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 		if err != nil {
 			return nil, err
 		}
-		msg, err := u.exchange(ctx, s, req)
+		msg, err := u.timedExchange(ctx, s, req)
 		// The era assumed no longer holds when a modern server says it does
 		// not speak 2026-07-28, or a legacy session is answered by a modern
 		// server, or a modern request is refused without a JSON-RPC body.
@@ -220,10 +252,37 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 	return nil, fmt.Errorf("upstream %s: %s: %w", u.o.Name, req.Method, lastErr)
 }
 
+var tracer = otel.Tracer("github.com/manifold-mcp/manifold/upstream")
+
 var (
 	errSessionGone = errors.New("session gone")
 	errEraChanged  = errors.New("server changed protocol era")
 )
+
+// timedExchange is exchange, observed: the health record and the Observe
+// hook learn of every exchange but those the caller abandoned, which say
+// nothing of the server.
+func (u *Upstream) timedExchange(ctx context.Context, s *session, req *mcp.Request) (*reply, error) {
+	ctx, span := tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("mcp.method.name", req.Method),
+		attribute.String("manifold.upstream", u.o.Name),
+		attribute.String("mcp.protocol.version", s.Version)))
+	defer span.End()
+	start := time.Now()
+	msg, err := u.exchange(ctx, s, req)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	if err != nil && errors.Is(err, context.Canceled) {
+		return msg, err
+	}
+	d := time.Since(start)
+	u.health.observe(d, err)
+	if u.o.Observe != nil {
+		u.o.Observe(req.Method, d, err)
+	}
+	return msg, err
+}
 
 func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (*reply, error) {
 	req, notify, done := u.routeProgress(s, req)
@@ -231,7 +290,7 @@ func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (
 	if req.Ask != nil {
 		defer u.asks.add(ctx, req.Ask)()
 	}
-	params, err := u.params(s, req)
+	params, err := u.params(ctx, s, req)
 	if err != nil {
 		return nil, err
 	}
@@ -338,8 +397,10 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 		defer cancel()
 		s, err := u.negotiate(pctx)
 		if err != nil {
+			u.health.failure(err)
 			return nil, err
 		}
+		u.health.success()
 		u.mu.Lock()
 		u.sess = s
 		if u.last != "" && u.last != s.Version {
@@ -402,7 +463,7 @@ func (u *Upstream) negotiate(ctx context.Context) (*session, error) {
 func (u *Upstream) discover(ctx context.Context, gen uint64) (*session, error) {
 	s := &session{Info: Info{Version: mcp.Version, Modern: true}, gen: gen}
 	meta := jsonrpc.Object{}
-	params, err := u.params(s, &mcp.Request{Method: mcp.MethodDiscover, Meta: meta})
+	params, err := u.params(ctx, s, &mcp.Request{Method: mcp.MethodDiscover, Meta: meta})
 	if err != nil {
 		return nil, err
 	}
@@ -578,6 +639,23 @@ func (u *Upstream) endSession(s *session) {
 		defer cancel()
 		_ = hc.deleteSession(ctx, s.id)
 	}()
+}
+
+// Retire closes the upstream once the calls under way have ended (a
+// reload removed or replaced it, and new requests no longer reach it), or
+// when ctx ends, whichever comes first.
+func (u *Upstream) Retire(ctx context.Context) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for u.inflight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			u.log.Warn("closing a retired upstream with calls still under way", "calls", u.inflight.Load())
+			return u.Close(context.WithoutCancel(ctx))
+		case <-t.C:
+		}
+	}
+	return u.Close(ctx)
 }
 
 // Close ends the session (DELETE for legacy HTTP) and stops a stdio process.

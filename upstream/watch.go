@@ -137,6 +137,7 @@ func (u *Upstream) established(v uint64) {
 		u.w.up = make(chan struct{})
 	}
 	u.w.mu.Unlock()
+	u.health.success()
 	if dropped {
 		u.log.Info("upstream watch re-established; changes may have been missed")
 		u.emit(Event{Kind: Missed})
@@ -184,7 +185,8 @@ func (u *Upstream) watchLoop(ctx context.Context) {
 			}
 			delay = watchMax
 		} else {
-			u.log.Warn("upstream watch down; retrying", "err", err, "in", delay)
+			u.health.failure(err)
+			u.log.Debug("upstream watch down; retrying", "err", err, "in", delay)
 		}
 		select {
 		case <-time.After(rand.N(delay) + delay/2):
@@ -246,7 +248,7 @@ func (u *Upstream) openListen(ctx context.Context, s *session, f mcp.Subscriptio
 		err := p.Set("notifications", f)
 		var params json.RawMessage
 		if err == nil {
-			params, err = u.params(s, &mcp.Request{Method: mcp.MethodSubscriptions, Params: p})
+			params, err = u.params(ctx, s, &mcp.Request{Method: mcp.MethodSubscriptions, Params: p})
 		}
 		if err != nil {
 			ls.err = err
@@ -428,7 +430,7 @@ func (u *Upstream) syncLegacy(ctx context.Context, s *session, subscribed map[st
 func (u *Upstream) legacySubscribe(ctx context.Context, s *session, method, uri string) error {
 	cctx, cancel := context.WithTimeout(ctx, u.o.Timeout)
 	defer cancel()
-	params, _ := u.params(s, &mcp.Request{Method: method, Params: jsonrpc.Object{"uri": jsonrpc.Quote(uri)}})
+	params, _ := u.params(ctx, s, &mcp.Request{Method: method, Params: jsonrpc.Object{"uri": jsonrpc.Quote(uri)}})
 	r, err := u.conn.call(cctx, &exchange{
 		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: method, Params: params},
 		version: s.Version, session: s.id, gen: s.gen,

@@ -5,6 +5,7 @@
 //	manifold stdio --config FILE     serve one caller on stdin/stdout
 //	manifold validate --config FILE  check a configuration file
 //	manifold files DIR               serve a folder as MCP resources on stdio
+//	manifold version                 print the version
 package main
 
 import (
@@ -23,15 +24,18 @@ import (
 	"github.com/manifold-mcp/manifold/cmd/manifold/process"
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/files"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/telemetry"
 )
 
 const usage = `Manifold: one MCP endpoint in front of many MCP servers.
 
 Usage:
-  manifold serve --config FILE      serve the configured endpoint until SIGINT/SIGTERM
+  manifold serve --config FILE      serve the configured endpoint until SIGINT/SIGTERM (SIGHUP reloads)
   manifold stdio --config FILE      serve one caller on stdin/stdout (for hosts that launch servers)
   manifold validate --config FILE   check a configuration file; exit 1 listing every problem
   manifold files [flags] DIR        serve folder DIR as MCP resources over stdio
+  manifold version                  print the version
 
 Run 'manifold COMMAND --help' for a command's flags.
 `
@@ -47,13 +51,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "serve":
-		return serve(args[1:], stderr)
+		return serve(args[1:], stdout, stderr)
 	case "stdio":
-		return serveStdio(args[1:], stderr)
+		return serveStdio(args[1:], stdout, stderr)
 	case "validate":
 		return validate(args[1:], stdout, stderr)
 	case "files":
-		return serveFiles(args[1:], stderr)
+		return serveFiles(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "manifold", mcp.BuildVersion)
+		return 0
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -62,45 +69,78 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func flags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+// flags returns a command's flag set. Its usage lists the flags as the
+// README writes them (--config FILE).
+func flags(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet("manifold "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: manifold %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: manifold %s\n\nFlags:\n", synopsis)
+		fs.VisitAll(func(f *flag.Flag) {
+			arg, text := flag.UnquoteUsage(f)
+			fmt.Fprintf(w, "  --%s %s\n    \t%s", f.Name, arg, text)
+			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+				fmt.Fprintf(w, " (default %s)", f.DefValue)
+			}
+			fmt.Fprintln(w)
+		})
 	}
 	return fs
 }
 
-// parse handles --help (exit 0) and bad flags (exit 2).
-func parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, false
-		}
+// parse handles --help (usage on stdout, exit 0) and bad flags (the error
+// and usage on stderr, exit 2).
+func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0, false
+	case err != nil:
+		fs.SetOutput(stderr)
+		fmt.Fprintln(stderr, err)
+		fs.Usage()
 		return 2, false
 	}
 	return 0, true
 }
 
-func serve(args []string, stderr io.Writer) int {
-	fs := flags("serve", "serve --config FILE", stderr)
+// loadConfig parses a command's flags and loads the --config file. When ok
+// is false the command is over, with code.
+func loadConfig(name string, args []string, stdout, stderr io.Writer) (cfg *config.Config, code int, ok bool) {
+	fs := flags(name, name+" --config FILE")
 	path := fs.String("config", "", "configuration `FILE` (YAML)")
-	if code, ok := parse(fs, args); !ok {
-		return code
+	if code, ok := parse(fs, args, stdout, stderr); !ok {
+		return nil, code, false
 	}
 	if *path == "" {
-		fmt.Fprintln(stderr, "manifold serve: --config is required")
-		return 2
+		fmt.Fprintf(stderr, "manifold %s: --config is required\n", name)
+		return nil, 2, false
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
+		return nil, 1, false
+	}
+	return cfg, 0, true
+}
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	cfg, code, ok := loadConfig("serve", args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	log := newLogger(cfg.Log, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	stopTracing, err := telemetry.Start(ctx, mcp.BuildVersion, log)
+	if err != nil {
+		log.Error("startup failed", "err", err)
+		return 1
+	}
+	defer flushTraces(stopTracing, log)
 	srv, err := process.New(cfg, log)
 	if err != nil {
 		log.Error("startup failed", "err", err)
@@ -111,6 +151,7 @@ func serve(args []string, stderr io.Writer) int {
 		log.Error("listen failed", "addr", cfg.Listen, "err", err)
 		return 1
 	}
+	go reloadOnHangup(ctx, srv, log)
 	if err := srv.Serve(ctx, l); err != nil {
 		log.Error("server stopped", "err", err)
 		return 1
@@ -119,27 +160,47 @@ func serve(args []string, stderr io.Writer) int {
 	return 0
 }
 
+// reloadOnHangup reloads the configuration on each SIGHUP until ctx ends.
+func reloadOnHangup(ctx context.Context, srv *process.Process, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			log.Info("SIGHUP: reloading the configuration")
+			_ = srv.Reload(ctx) // Reload logs its outcome
+		}
+	}
+}
+
+func flushTraces(stop func(context.Context) error, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := stop(ctx); err != nil {
+		log.Warn("flushing traces", "err", err)
+	}
+}
+
 // serveStdio is the whole proxy on stdin and stdout; logs go to stderr
 // only, and the process exits when stdin closes, after stopping its
 // upstream processes.
-func serveStdio(args []string, stderr io.Writer) int {
-	fs := flags("stdio", "stdio --config FILE", stderr)
-	path := fs.String("config", "", "configuration `FILE` (YAML)")
-	if code, ok := parse(fs, args); !ok {
+func serveStdio(args []string, stdout, stderr io.Writer) int {
+	cfg, code, ok := loadConfig("stdio", args, stdout, stderr)
+	if !ok {
 		return code
-	}
-	if *path == "" {
-		fmt.Fprintln(stderr, "manifold stdio: --config is required")
-		return 2
-	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
 	}
 	log := newLogger(cfg.Log, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	stopTracing, err := telemetry.Start(ctx, mcp.BuildVersion, log)
+	if err != nil {
+		log.Error("startup failed", "err", err)
+		return 1
+	}
+	defer flushTraces(stopTracing, log)
 	p, err := process.New(cfg, log)
 	if err != nil {
 		log.Error("startup failed", "err", err)
@@ -163,38 +224,29 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 }
 
 func validate(args []string, stdout, stderr io.Writer) int {
-	fs := flags("validate", "validate --config FILE", stderr)
-	path := fs.String("config", "", "configuration `FILE` (YAML)")
-	if code, ok := parse(fs, args); !ok {
+	cfg, code, ok := loadConfig("validate", args, stdout, stderr)
+	if !ok {
 		return code
 	}
-	if *path == "" {
-		fmt.Fprintln(stderr, "manifold validate: --config is required")
-		return 2
-	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
 	for _, w := range cfg.Warnings() {
-		fmt.Fprintf(stderr, "%s: warning: %s\n", *path, w)
+		fmt.Fprintf(stderr, "%s: warning: %s\n", cfg.File, w)
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d upstreams)\n", *path, len(cfg.Upstreams))
+	fmt.Fprintf(stdout, "%s: ok (%d upstreams)\n", cfg.File, len(cfg.Upstreams))
 	return 0
 }
 
-func serveFiles(args []string, stderr io.Writer) int {
-	fs := flags("files", "files [flags] DIR", stderr)
+func serveFiles(args []string, stdout, stderr io.Writer) int {
+	fs := flags("files", "files [flags] DIR")
 	pageSize := fs.Int("page-size", 100, "resources per resources/list page")
 	ttl := fs.Duration("ttl", 5*time.Second, "ttlMs cache hint on results")
 	poll := fs.Duration("poll", time.Second, "how often subscribed files are checked for changes")
 	maxFile := fs.Int64("max-file-bytes", 8<<20, "largest file resources/read returns")
-	if code, ok := parse(fs, args); !ok {
+	if code, ok := parse(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "manifold files: exactly one folder is required")
+		fs.SetOutput(stderr)
 		fs.Usage()
 		return 2
 	}

@@ -46,6 +46,7 @@ type Config struct {
 	// CursorTTL is how long a pagination cursor stays valid.
 	CursorTTL time.Duration `yaml:"cursor_ttl"`
 	Log       Log           `yaml:"log"`
+	Admin     Admin         `yaml:"admin"`
 	Auth      Auth          `yaml:"auth"`
 	Cache     Cache         `yaml:"cache"`
 	// Subscriptions configures subscriptions/listen streams.
@@ -53,6 +54,20 @@ type Config struct {
 	// Sessions bounds the sessions of legacy callers.
 	Sessions  Sessions   `yaml:"sessions"`
 	Upstreams []Upstream `yaml:"upstreams"`
+
+	// File is the path Load read, for a reload to read again; "" when the
+	// config came from Parse.
+	File string `yaml:"-"`
+}
+
+// Admin is the operators' listener. When Listen is set, the operational
+// endpoints (/healthz, /readyz, /metrics, /ui, /reload, /debug/pprof/)
+// are served there, without authentication, and not on the main listener;
+// otherwise all but /reload and pprof stay on the main listener.
+type Admin struct {
+	Listen string `yaml:"listen"`
+	// Pprof serves net/http/pprof under /debug/pprof/ on the admin listener.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Subscriptions bounds the downstream subscription streams.
@@ -146,6 +161,8 @@ type Log struct {
 // stdio (Command).
 type Upstream struct {
 	Name string `yaml:"name"`
+	// Required upstreams must be ready for /readyz to say ready.
+	Required bool `yaml:"required"`
 
 	URL            string            `yaml:"url"`
 	Headers        map[string]string `yaml:"headers"`
@@ -257,6 +274,7 @@ func Load(path string) (*Config, error) {
 	if len(problems) > 0 {
 		return nil, &Error{File: path, Problems: problems}
 	}
+	cfg.File = path
 	return cfg, nil
 }
 

@@ -173,6 +173,16 @@ func (c *Config) validateListener(ps *problems) {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		ps.add("listen", "must be host:port: %v", err)
 	}
+	if c.Admin.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
+			ps.add("admin.listen", "must be host:port: %v", err)
+		} else if c.Admin.Listen == c.Listen {
+			ps.add("admin.listen", "must differ from listen")
+		}
+	}
+	if c.Admin.Pprof && c.Admin.Listen == "" {
+		ps.add("admin.pprof", "needs admin.listen: profiles are never served on the main listener")
+	}
 	if c.Namespace != NamespacePrefix && c.Namespace != NamespaceNone {
 		ps.add("namespace", "must be %q or %q, not %q", NamespacePrefix, NamespaceNone, c.Namespace)
 	}

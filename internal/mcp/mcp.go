@@ -95,7 +95,11 @@ type Implementation struct {
 }
 
 // ServerInfo is how Manifold names itself in every result.
-var ServerInfo = Implementation{Name: "manifold", Version: "0.1.0"}
+var ServerInfo = Implementation{Name: "manifold", Version: BuildVersion}
+
+// BuildVersion is Manifold's own version, set when the binary is built
+// (the Makefile passes `git describe` with -ldflags -X).
+var BuildVersion = "dev"
 
 // ResourcesCapability is the `resources` member of ServerCapabilities.
 type ResourcesCapability struct {

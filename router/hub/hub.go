@@ -97,6 +97,7 @@ type Subscription struct {
 	once   sync.Once
 	err    error // why it ended; written before ended is closed
 	closed sync.Once
+	gone   chan struct{} // closed by Close
 }
 
 // New returns a Hub.
@@ -136,7 +137,10 @@ func (s *Subscription) end(err error) {
 // Close releases the subscription and what it watched upstream. It is safe
 // to call more than once.
 func (s *Subscription) Close() {
-	s.closed.Do(func() { s.h.unregister(s) })
+	s.closed.Do(func() {
+		s.h.unregister(s)
+		close(s.gone)
+	})
 }
 
 // OnEvent receives an upstream's announcements (upstream.Options.OnEvent).
@@ -223,7 +227,7 @@ func (h *Hub) Subscribe(ctx context.Context, f mcp.SubscriptionFilter) (*Subscri
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "a subscribed URI may be at most %d bytes", MaxURILen)
 		}
 	}
-	s := &Subscription{h: h, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{})}
+	s := &Subscription{h: h, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{}), gone: make(chan struct{})}
 	set := h.o.Upstreams.Load()
 	caps := h.capabilities(ctx, set)
 	s.honour(f, caps, set, h.o.Namespace)
@@ -234,9 +238,38 @@ func (h *Hub) Subscribe(ctx context.Context, f mcp.SubscriptionFilter) (*Subscri
 	wctx, cancel := context.WithTimeout(ctx, ackWait)
 	defer cancel()
 	for u, v := range pending {
-		u.WaitWatched(wctx, v)
+		if !u.WaitWatched(wctx, v) {
+			go h.catchUp(s, u, v)
+		}
 	}
 	return s, nil
+}
+
+// catchUp tells s that its resources on u may have changed once u's watch
+// finally carries them: the acknowledgment did not wait that long, so an
+// update in between reached no one.
+func (h *Hub) catchUp(s *Subscription, u *upstream.Upstream, v uint64) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.ended:
+		case <-s.gone:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	if !u.WaitWatched(ctx, v) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, open := h.subs[s]; !open {
+		return
+	}
+	for _, inner := range s.uris[u.Name()] {
+		h.send(s, Event{URI: h.o.Namespace.Join(u.Name(), inner)})
+	}
 }
 
 // honour decides what of f Manifold can deliver: a list change if Manifold
@@ -398,6 +431,25 @@ func targets(uri string, caps map[string]mcp.Capabilities, set *upstream.Set, ns
 
 // Close ends every subscription (ErrClosing) and waits, up to ctx, for their
 // frontends to close them.
+// Rewatch hands each upstream of the current set the URIs it must watch,
+// after a reload replaced some: a new client knows nothing of the
+// subscribers its predecessor served, and an unchanged one is told the
+// same set again, which changes nothing.
+func (h *Hub) Rewatch() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, u := range h.o.Upstreams.Load().All() {
+		h.resync(u)
+	}
+}
+
+// Open counts the subscriptions open now.
+func (h *Hub) Open() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
+
 // MaxURIs is the most resources one subscription may name (0: no bound).
 func (h *Hub) MaxURIs() int { return h.o.MaxURIs }
 

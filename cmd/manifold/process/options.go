@@ -32,22 +32,33 @@ func namespaceOf(cfg *config.Config) namespace.Namespace {
 
 // newUpstreams builds a client per configured upstream, in order; on a
 // failure it stops those already started.
-func newUpstreams(cfg *config.Config, log *slog.Logger, onEvent func(string, upstream.Event)) ([]*upstream.Upstream, error) {
+func (p *Process) newUpstreams(ucs []config.Upstream) ([]*upstream.Upstream, error) {
 	var ups []*upstream.Upstream
-	for _, uc := range cfg.Upstreams {
-		o, err := upstreamOptions(uc)
-		if err == nil {
-			o.Logger, o.OnEvent = log, onEvent
-			var u *upstream.Upstream
-			if u, err = upstream.New(o); err == nil {
-				ups = append(ups, u)
-				continue
-			}
+	for _, uc := range ucs {
+		u, err := p.newUpstream(uc)
+		if err != nil {
+			closeAll(context.Background(), ups, p.log)
+			return nil, err
 		}
-		closeAll(context.Background(), ups, log)
-		return nil, fmt.Errorf("upstream %s: %w", uc.Name, err)
+		ups = append(ups, u)
 	}
 	return ups, nil
+}
+
+// newUpstream builds one client, its events going to the hub and its
+// exchanges to the metrics.
+func (p *Process) newUpstream(uc config.Upstream) (*upstream.Upstream, error) {
+	o, err := upstreamOptions(uc)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", uc.Name, err)
+	}
+	o.Logger, o.OnEvent, o.Observe = p.log, p.onEvent, p.metrics.upstream(uc.Name)
+	o.OnState = func(string, upstream.State) { p.noteReadiness() }
+	u, err := upstream.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", uc.Name, err)
+	}
+	return u, nil
 }
 
 func upstreamOptions(uc config.Upstream) (upstream.Options, error) {

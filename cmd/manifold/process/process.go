@@ -20,12 +20,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/manifold-mcp/manifold/cache"
 	"github.com/manifold-mcp/manifold/internal/config"
-	"github.com/manifold-mcp/manifold/internal/metrics"
 	"github.com/manifold-mcp/manifold/merge"
 	"github.com/manifold-mcp/manifold/router"
 	"github.com/manifold-mcp/manifold/router/frontend"
@@ -38,30 +38,29 @@ import (
 type Process struct {
 	cfg       *config.Config
 	log       *slog.Logger
+	metrics   *metrics
 	upstreams *upstream.Registry
 	cache     *cache.Cache
 	hub       *hub.Hub
+	hubReady  atomic.Pointer[hub.Hub]
 	sessions  session.Store
 	dispatch  *frontend.Dispatcher
 	http      *http.Server
+	admin     *http.Server // nil without admin.listen
+	reloadMu  sync.Mutex   // one reload at a time; guards cfg's upstreams
+	started   context.Context
+	readyMu   sync.Mutex
+	readyLast string // the readiness last logged
 }
 
 // New builds every component. Stdio upstream processes start here.
 func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
-	p := &Process{cfg: cfg, log: log}
+	p := &Process{cfg: cfg, log: log, started: context.Background()}
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration: " + w.String())
 	}
-	// Upstream events go to the hub, which is built once the upstreams are.
-	// A stdio child may speak first: until then there is nothing cached and
-	// nobody subscribed, so its events are of no use to anyone.
-	var hubReady atomic.Pointer[hub.Hub]
-	onEvent := func(name string, ev upstream.Event) {
-		if h := hubReady.Load(); h != nil {
-			h.OnEvent(name, ev)
-		}
-	}
-	ups, err := newUpstreams(cfg, log, onEvent)
+	p.metrics = newMetrics(p)
+	ups, err := p.newUpstreams(cfg.Upstreams)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +85,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 		MaxURIs:     cfg.Subscriptions.MaxURIsPerStream,
 		MaxWatched:  cfg.Subscriptions.MaxURIsPerUpstream,
 	})
-	hubReady.Store(p.hub)
+	p.hubReady.Store(p.hub)
 	rt := router.New(router.Options{
 		Upstreams: p.upstreams,
 		Namespace: ns,
@@ -95,12 +94,28 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 		Logger:    log,
 		Cache:     p.cache,
 	})
-	d := frontend.NewDispatcher(frontend.Options{Handler: rt, Hub: p.hub, Capabilities: rt.Capabilities, KeepAlive: cfg.Subscriptions.KeepAlive, Logger: log})
-	p.dispatch = d
+	p.dispatch = frontend.NewDispatcher(frontend.Options{
+		Handler:      router.Chain(rt, router.Traced(), router.Observed(p.metrics.request)),
+		Hub:          p.hub,
+		Capabilities: rt.Capabilities,
+		KeepAlive:    cfg.Subscriptions.KeepAlive,
+		Logger:       log,
+	})
 	p.sessions = newSessionStore(cfg, log)
-	legacy := frontend.NewLegacy(d, p.sessions)
-	p.http = p.server(p.mux(d, legacy))
+	p.http = p.server(p.mux(frontend.NewLegacy(p.dispatch, p.sessions)))
+	if cfg.Admin.Listen != "" {
+		p.admin = p.server(p.adminMux())
+	}
 	return p, nil
+}
+
+// onEvent passes an upstream's event to the hub. A stdio child may speak
+// before the hub exists: then nothing is cached and nobody subscribed, so
+// the event is of no use to anyone.
+func (p *Process) onEvent(name string, ev upstream.Event) {
+	if h := p.hubReady.Load(); h != nil {
+		h.OnEvent(name, ev)
+	}
 }
 
 // server bounds what a caller may hold: headers and body within
@@ -117,10 +132,11 @@ func (p *Process) server(h http.Handler) *http.Server {
 	}
 }
 
-// mux routes the listener's paths: /mcp through the chain of links, in the
-// order a request meets them, and the operational endpoints beside it.
-func (p *Process) mux(d *frontend.Dispatcher, legacy *frontend.Legacy) *http.ServeMux {
-	mcpHandler := frontend.Chain(frontend.NewHTTP(d, legacy),
+// mux routes the main listener's paths: /mcp through the chain of links,
+// in the order a request meets them, and, without an admin listener, the
+// operational endpoints beside it.
+func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
+	mcpHandler := frontend.Chain(frontend.NewHTTP(p.dispatch, legacy),
 		frontend.Recover(p.log),
 		frontend.CheckHost(p.cfg.AllowedHosts),
 		frontend.CheckOrigin(p.cfg.AllowedOrigins),
@@ -130,25 +146,32 @@ func (p *Process) mux(d *frontend.Dispatcher, legacy *frontend.Legacy) *http.Ser
 	)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpHandler)
-	// The metrics name upstreams and their traffic: callers need what /mcp
-	// needs. Liveness says nothing and stays open.
-	mux.Handle("GET /metrics", frontend.Chain(metrics.Handler(p.cache), frontend.RequireBearer(p.cfg.Auth.BearerTokens)))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	if p.cfg.Admin.Listen == "" {
+		p.ops(mux, false)
+	}
 	return mux
 }
 
-// Handler is the HTTP handler Serve serves: /mcp, /metrics and /healthz.
+// Handler is the main listener's HTTP handler: /mcp, and the operational
+// endpoints when there is no admin listener.
 func (p *Process) Handler() http.Handler { return p.http.Handler }
 
-// Serve accepts connections on l until ctx is done, then drains: in-flight
-// requests get ShutdownTimeout to finish, and upstreams are closed (legacy
-// sessions deleted, processes stopped).
+// Serve accepts connections on l (and on admin.listen, if set) until ctx
+// is done, then drains: in-flight requests get ShutdownTimeout to finish,
+// and upstreams are closed (legacy sessions deleted, processes stopped).
 func (p *Process) Serve(ctx context.Context, l net.Listener) error {
-	p.startUpstreams(ctx)
-	errc := make(chan error, 1)
+	p.started = ctx
+	errc := make(chan error, 2)
+	if p.admin != nil {
+		al, err := net.Listen("tcp", p.cfg.Admin.Listen)
+		if err != nil {
+			p.drain()
+			return fmt.Errorf("admin listener: %w", err)
+		}
+		go func() { errc <- p.admin.Serve(al) }()
+		p.log.Info("admin listening", "addr", al.Addr().String())
+	}
+	p.startUpstreams(ctx, p.upstreams.Load().All())
 	go func() { errc <- p.http.Serve(l) }()
 	p.log.Info("manifold listening", "addr", l.Addr().String(), "endpoint", "/mcp", "upstreams", len(p.upstreams.Load().All()))
 	var serveErr error
@@ -166,24 +189,21 @@ func (p *Process) Serve(ctx context.Context, l net.Listener) error {
 // ServeStdio serves one caller on in and out (manifold stdio) until in
 // ends or ctx does, then stops like Serve.
 func (p *Process) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	p.startUpstreams(ctx)
+	p.started = ctx
+	p.startUpstreams(ctx, p.upstreams.Load().All())
 	p.log.Info("manifold serving on stdin/stdout", "upstreams", len(p.upstreams.Load().All()))
 	err := frontend.NewStdio(p.dispatch, int(p.cfg.MaxRequestBytes), p.cfg.ShutdownTimeout, p.log).Serve(ctx, in, out)
 	p.drain()
 	return err
 }
 
-// startUpstreams keeps every upstream watched, and negotiates with each
+// startUpstreams keeps each of ups watched, and negotiates with each
 // early, so the first request does not pay for it and a misconfigured
-// upstream shows in the log at once.
-func (p *Process) startUpstreams(ctx context.Context) {
-	for _, u := range p.upstreams.Load().All() {
+// upstream shows in the log at once (its health record logs the failure).
+func (p *Process) startUpstreams(ctx context.Context, ups []*upstream.Upstream) {
+	for _, u := range ups {
 		u.StartWatching()
-		go func() {
-			if _, err := u.Info(ctx); err != nil && ctx.Err() == nil {
-				p.log.Warn("upstream not ready", "upstream", u.Name(), "err", err)
-			}
-		}()
+		go func() { _, _ = u.Info(ctx) }()
 	}
 }
 
@@ -200,6 +220,9 @@ func (p *Process) drain() {
 	if err := p.http.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		p.log.Warn("drain incomplete", "err", err)
 		_ = p.http.Close()
+	}
+	if p.admin != nil {
+		_ = p.admin.Close()
 	}
 	// Upstreams get their own budget: a drain that used all of its time
 	// must not turn a clean process stop into a SIGKILL.

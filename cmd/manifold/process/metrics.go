@@ -1,0 +1,137 @@
+package process
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/router"
+	"github.com/manifold-mcp/manifold/upstream"
+)
+
+// latencyBuckets span a memory hit (tens of µs) to a long tool call.
+var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// metrics are the process's Prometheus metrics. Labels are bounded: a
+// method is one of the method table's or "other", an upstream one of the
+// configured names, a code a JSON-RPC code; never a URI or a credential.
+type metrics struct {
+	reg              *prometheus.Registry
+	requests         *prometheus.CounterVec
+	duration         *prometheus.HistogramVec
+	upstreamDuration *prometheus.HistogramVec
+	reloads          *prometheus.CounterVec
+}
+
+func newMetrics(p *Process) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "manifold_requests_total", Help: "Downstream requests answered, by method and JSON-RPC outcome (ok, or the error code).",
+		}, []string{"method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "manifold_request_duration_seconds", Help: "Time to answer a downstream request.", Buckets: latencyBuckets,
+		}, []string{"method"}),
+		upstreamDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "manifold_upstream_request_duration_seconds", Help: "Time of one exchange with an upstream.", Buckets: latencyBuckets,
+		}, []string{"upstream", "method"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "manifold_config_reloads_total", Help: "Configuration reloads, by result (success or failure).",
+		}, []string{"result"}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.duration, m.upstreamDuration, m.reloads,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "manifold_subscriptions_open", Help: "Open subscription streams (listens and legacy sessions' streams)."},
+			func() float64 { return float64(p.hub.Open()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "manifold_sessions_open", Help: "Open legacy sessions (in this process, or in Redis)."},
+			func() float64 { return float64(p.sessions.Len()) }),
+		&stateCollector{p: p},
+	)
+	for _, r := range []string{"success", "failure"} {
+		m.reloads.WithLabelValues(r)
+	}
+	return m
+}
+
+// request is router.Observed's hook.
+func (m *metrics) request(method string, d time.Duration, err error) {
+	method = methodLabel(method)
+	m.requests.WithLabelValues(method, router.Code(err)).Inc()
+	m.duration.WithLabelValues(method).Observe(d.Seconds())
+}
+
+// upstream returns an upstream's Observe hook.
+func (m *metrics) upstream(name string) func(string, time.Duration, error) {
+	return func(method string, d time.Duration, _ error) {
+		m.upstreamDuration.WithLabelValues(name, methodLabel(method)).Observe(d.Seconds())
+	}
+}
+
+func methodLabel(method string) string {
+	if _, ok := mcp.Lookup(method); ok {
+		return method
+	}
+	return "other"
+}
+
+// stateCollector reports what is read at scrape time: each upstream's
+// state, the cache's counters (kept as atomics on the hot path) and Redis.
+type stateCollector struct{ p *Process }
+
+var (
+	descUp          = prometheus.NewDesc("manifold_upstream_up", "1 while the upstream is ready.", []string{"upstream"}, nil)
+	descHits        = prometheus.NewDesc("manifold_cache_hits_total", "Answers served from a cache tier.", []string{"upstream", "tier"}, nil)
+	descMisses      = prometheus.NewDesc("manifold_cache_misses_total", "Lookups found in no tier.", []string{"upstream"}, nil)
+	descFills       = prometheus.NewDesc("manifold_cache_fills_total", "Upstream calls made to fill misses.", []string{"upstream"}, nil)
+	descCoalesced   = prometheus.NewDesc("manifold_cache_coalesced_total", "Misses that waited on another caller's fill instead of calling the upstream.", []string{"upstream"}, nil)
+	descStale       = prometheus.NewDesc("manifold_cache_stale_served_total", "Stale entries served because the upstream could not be reached.", []string{"upstream"}, nil)
+	descBypassed    = prometheus.NewDesc("manifold_cache_bypassed_total", "Requests that may not be cached (non-cacheable methods, multi round-trip retries).", []string{"upstream"}, nil)
+	descInvalidated = prometheus.NewDesc("manifold_cache_invalidations_total", "Invalidations made on this replica.", []string{"upstream"}, nil)
+	descEvictions   = prometheus.NewDesc("manifold_cache_evictions_total", "Entries evicted from the memory tier to make room.", []string{"tier"}, nil)
+	descRedisErrors = prometheus.NewDesc("manifold_cache_redis_errors_total", "Redis commands that failed or timed out.", nil, nil)
+	descDropped     = prometheus.NewDesc("manifold_cache_redis_writes_dropped_total", "Redis writes skipped because too many were in flight.", nil, nil)
+	descBreaker     = prometheus.NewDesc("manifold_cache_redis_breaker_open", "1 while the Redis circuit breaker is open.", nil, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descUp, descHits, descMisses, descFills, descCoalesced, descStale, descBypassed, descInvalidated, descEvictions, descRedisErrors, descDropped, descBreaker} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, u := range c.p.upstreams.Load().All() {
+		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, bool01(u.Status().State == upstream.Ready), u.Name())
+	}
+	st := c.p.cache.Stats()
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for name, s := range st.Upstreams {
+		counter(descHits, s.MemoryHits, name, "memory")
+		counter(descHits, s.RedisHits, name, "redis")
+		counter(descMisses, s.Misses, name)
+		counter(descFills, s.Fills, name)
+		counter(descCoalesced, s.Coalesced, name)
+		counter(descStale, s.Stale, name)
+		counter(descBypassed, s.Bypassed, name)
+		counter(descInvalidated, s.Invalidations, name)
+	}
+	counter(descEvictions, st.Evictions, "memory")
+	if r := st.Redis; r != nil {
+		counter(descRedisErrors, r.Errors)
+		counter(descDropped, r.WritesDropped)
+		ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, bool01(r.BreakerOpen))
+	}
+}
+
+func bool01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

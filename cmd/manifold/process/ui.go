@@ -1,0 +1,111 @@
+package process
+
+import (
+	_ "embed"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/mcp"
+)
+
+// The admin page is one HTML file with its style and script inline (no
+// external assets: it must work on an isolated network), which polls
+// /ui/state and redraws.
+//
+//go:embed ui.html
+var uiHTML []byte
+
+func serveUI(w http.ResponseWriter, _ *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	// Everything is inline and same-origin; nothing else may run or load.
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:")
+	h.Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(uiHTML)
+}
+
+// uiState is what the admin page shows.
+type uiState struct {
+	Version       string       `json:"version"`
+	Uptime        float64      `json:"uptimeSeconds"`
+	Ready         bool         `json:"ready"`
+	Upstreams     []uiUpstream `json:"upstreams"`
+	Sessions      int          `json:"sessions"`
+	Subscriptions int          `json:"subscriptions"`
+	Redis         *uiRedis     `json:"redis"` // null without Redis
+	Cache         uiCache      `json:"cache"`
+}
+
+type uiUpstream struct {
+	Name      string  `json:"name"`
+	Transport string  `json:"transport"`
+	Protocol  string  `json:"protocol"`
+	State     string  `json:"state"`
+	Required  bool    `json:"required"`
+	LastError string  `json:"lastError"`
+	LastErrAt string  `json:"lastErrorAt"`
+	P50ms     float64 `json:"p50ms"`
+	P99ms     float64 `json:"p99ms"`
+	PerSecond float64 `json:"callsPerSecond"`
+	Cache     uiCache `json:"cache"`
+}
+
+// uiCache holds hit ratios: the share of lookups each tier answered.
+type uiCache struct {
+	Lookups     uint64  `json:"lookups"`
+	MemoryRatio float64 `json:"memoryHitRatio"`
+	RedisRatio  float64 `json:"redisHitRatio"`
+}
+
+type uiRedis struct {
+	BreakerOpen   bool   `json:"breakerOpen"`
+	Errors        uint64 `json:"errors"`
+	WritesDropped uint64 `json:"writesDropped"`
+}
+
+var startedAt = time.Now()
+
+func (p *Process) state() uiState {
+	r := p.readiness()
+	st := p.cache.Stats()
+	s := uiState{Version: mcp.BuildVersion, Uptime: time.Since(startedAt).Seconds(), Ready: r.Ready,
+		Sessions: p.sessions.Len(), Subscriptions: p.hub.Open()}
+	var mem, red, total uint64
+	for _, u := range p.upstreams.Load().All() {
+		us := u.Status()
+		cs := st.Upstreams[u.Name()]
+		lookups := cs.MemoryHits + cs.RedisHits + cs.Misses
+		mem, red, total = mem+cs.MemoryHits, red+cs.RedisHits, total+lookups
+		row := uiUpstream{Name: u.Name(), Transport: us.Transport, Protocol: us.Protocol, State: us.State.String(),
+			Required: r.Upstreams[u.Name()].Required, LastError: us.LastError,
+			P50ms: ms(us.P50), P99ms: ms(us.P99), PerSecond: us.PerSecond, Cache: ratios(cs.MemoryHits, cs.RedisHits, lookups)}
+		if !us.LastErrAt.IsZero() {
+			row.LastErrAt = us.LastErrAt.UTC().Format(time.RFC3339)
+		}
+		s.Upstreams = append(s.Upstreams, row)
+	}
+	s.Cache = ratios(mem, red, total)
+	if st.Redis != nil {
+		s.Redis = &uiRedis{BreakerOpen: st.Redis.BreakerOpen, Errors: st.Redis.Errors, WritesDropped: st.Redis.WritesDropped}
+	}
+	return s
+}
+
+func ratios(mem, red, lookups uint64) uiCache {
+	c := uiCache{Lookups: lookups}
+	if lookups > 0 {
+		c.MemoryRatio = float64(mem) / float64(lookups)
+		c.RedisRatio = float64(red) / float64(lookups)
+	}
+	return c
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (p *Process) uiState(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(p.state())
+}

@@ -1,0 +1,117 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/redistest"
+)
+
+// drive sends requests at rate per second from body(i) until stop closes.
+func drive(url string, rate int, stop chan struct{}, req func(i int) *http.Request) {
+	var wg sync.WaitGroup
+	t := time.NewTicker(time.Second / time.Duration(rate))
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			wg.Wait()
+			return
+		case <-t.C:
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if resp, err := http.DefaultClient.Do(req(i).WithContext(ctx)); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+}
+
+func toolRequest(url, name, args string) *http.Request {
+	r, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(rpcBody(1, "tools/call", fmt.Sprintf(`"name":%q,"arguments":%s`, name, args))))
+	r.Header = headers("tools/call", name)
+	return r
+}
+
+// A 3 s outage of an upstream under 300 calls a second: one line when it
+// starts failing and one when it recovers (the issue measured about 200
+// lines per replica before), however many calls failed in between.
+func TestOutageLogVolume(t *testing.T) {
+	h := sleepyServer()
+	a := newSwitchable(t, modernHandler(h.Server))
+	o := startOps(t, "upstreams:"+httpUpstreamYAML("a", a.URL(), "timeout: 1s"))
+	o.waitReady(t, http.StatusOK, map[string]string{"a": "ready"})
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		drive(o.MCP, 300, stop, func(int) *http.Request { return toolRequest(o.MCP, "a_sleep", `{"ms":0}`) })
+	}()
+	time.Sleep(time.Second)
+	a.down()
+	time.Sleep(3 * time.Second)
+	a.up()
+	o.waitReady(t, http.StatusOK, map[string]string{"a": "ready"})
+	time.Sleep(2 * time.Second) // calls succeed again for a while
+	close(stop)
+	<-done
+	eventually(t, 5*time.Second, func() error {
+		if o.logCount("upstream recovered", "upstream=a") != 1 {
+			return fmt.Errorf("no recovery line yet")
+		}
+		return nil
+	})
+	warns := o.logCount("level=WARN", "upstream=a") + o.logCount("level=ERROR", "upstream=a")
+	if failing := o.logCount("upstream failing", "upstream=a"); failing != 1 || warns != 1 {
+		t.Errorf("outage logged %d warning lines (%d 'failing'), want 1:\n%s", warns, failing, o.Logs.String())
+	}
+	if n := o.logCount("upstream recovered", "upstream=a", "failures="); n != 1 {
+		t.Errorf("%d recovery lines with a count", n)
+	}
+}
+
+// Losing Redis under load, then regaining it, is logged once each way.
+func TestRedisLossLoggedOnce(t *testing.T) {
+	rs := redistest.Start(t)
+	h := newHintedServer()
+	up := modernSDK(t, h.Server)
+	o := startOps(t, fmt.Sprintf("cache: {secret: loss-secret-0123456789, redis: {url: %q}}\nupstreams:", rs.URL())+httpUpstreamYAML("a", up.URL))
+	o.waitReady(t, http.StatusOK, nil)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		drive(o.MCP, 200, stop, func(i int) *http.Request {
+			uri := fmt.Sprintf("a+test://pub/%d", i%50)
+			r, _ := http.NewRequest(http.MethodPost, o.MCP, strings.NewReader(rpcBody(1, "resources/read", fmt.Sprintf(`"uri":%q`, uri))))
+			r.Header = headers("resources/read", uri)
+			return r
+		})
+	}()
+	time.Sleep(time.Second)
+	rs.Stop()
+	// Longer than the breaker's default 5 failures of the 1 s heartbeat:
+	// only memory hits flow, so the heartbeat is what notices.
+	time.Sleep(6500 * time.Millisecond)
+	rs.Restart()
+	eventually(t, 20*time.Second, func() error {
+		if o.logCount("redis recovered") == 0 {
+			return fmt.Errorf("not recovered yet")
+		}
+		return nil
+	})
+	close(stop)
+	<-done
+	if lost, back := o.logCount("redis unavailable"), o.logCount("redis recovered"); lost != 1 || back != 1 {
+		t.Errorf("Redis lost logged %d times, regained %d times; want once each:\n%s", lost, back, o.Logs.String())
+	}
+}

@@ -1,0 +1,139 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A reload (SIGHUP) that removes one upstream, adds another and changes a
+// cache setting: the call under way on the removed upstream completes; the
+// listen stream on the unchanged upstream stays open and is told of a
+// change after the reload; the new upstream serves; the removed one is
+// unknown, and a cursor naming it is refused naming it; the cache change
+// is reported as needing a restart. Then an invalid file (POST /reload):
+// 422 listing every problem, logged, counted, and the running
+// configuration goes on serving.
+func TestReload(t *testing.T) {
+	h := sleepyServer()
+	a, lt := trackedModern(t, h.Server)
+	bee := newSDKServer("bee", sdkOptions{resources: 5, pageSize: 2})
+	addSleepTool(bee)
+	b := modernSDK(t, bee)
+	c := modernSDK(t, newSDKServer("cee", sdkOptions{resources: 1}))
+	first := "upstreams:" + httpUpstreamYAML("a", a.URL) + httpUpstreamYAML("b", b.URL)
+	o := startOps(t, first)
+	o.waitReady(t, http.StatusOK, map[string]string{"a": "ready", "b": "ready"})
+
+	st := listen(t, o.MCP, 9, `{"resourceSubscriptions":["a+test://doc"]}`)
+	st.next(t, 5*time.Second)
+	eventually(t, 10*time.Second, func() error {
+		if lt.watching("test://doc") == 0 {
+			return fmt.Errorf("not watched upstream yet")
+		}
+		return nil
+	})
+	var page listResult
+	post(t, o.MCP, headers("resources/list", ""), rpcBody(1, "resources/list", "")).result(t, &page)
+	if page.NextCursor == "" {
+		t.Fatal("no cursor on the first page")
+	}
+	slow := make(chan string, 1)
+	go func() { slow <- toolTextRaw(o.MCP, "b_sleep", `{"ms":2000}`) }()
+	time.Sleep(300 * time.Millisecond) // the call is under way
+
+	o.rewrite(t, "cache: {max_ttl: 30m}\nupstreams:"+httpUpstreamYAML("a", a.URL)+httpUpstreamYAML("c", c.URL))
+	if err := o.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if o.logCount("configuration reloaded", "added=[c]", "removed=[b]", "unchanged=[a]") != 1 {
+			return fmt.Errorf("not reloaded yet")
+		}
+		return nil
+	})
+	afterReload(t, o, h, st, page.NextCursor, slow)
+	invalidReload(t, o)
+}
+
+func afterReload(t *testing.T, o *opsProcess, h *hintedServer, st *sseStream, cursor string, slow chan string) {
+	if got := <-slow; got != "slept 2000 ms" {
+		t.Errorf("the call under way on the removed upstream: %q", got)
+	}
+	if got := readText(t, o.MCP, "c+test://cee/0"); got != "cee resource 0" {
+		t.Errorf("the added upstream: %q", got)
+	}
+	post(t, o.MCP, headers("resources/read", "b+test://bee/0"), rpcBody(1, "resources/read", `"uri":"b+test://bee/0"`)).wantError(t, 400, -32602)
+	r := post(t, o.MCP, headers("resources/list", ""), rpcBody(2, "resources/list", fmt.Sprintf(`"cursor":%q`, cursor)))
+	r.wantError(t, 400, -32602)
+	if !strings.Contains(r.Error.Message, "b") {
+		t.Errorf("a cursor naming the removed upstream: %q does not say which", r.Error.Message)
+	}
+	updateUpstream(t, h.Server, "test://doc")
+	st.expect(t, 9, "notifications/resources/updated", "a+test://doc")
+	if o.logCount("take effect only after a restart", "cache") != 1 {
+		t.Errorf("the changed cache setting was not reported:\n%s", o.Logs.String())
+	}
+	if n := o.logCount("upstream=a", "watch re-established"); n != 0 {
+		t.Errorf("the unchanged upstream's watch was re-established %d times", n)
+	}
+	fams := scrapeFamilies(t, o.Admin+"/metrics")
+	if v, _ := sample(fams, "manifold_config_reloads_total", "result", "success"); v != 1 {
+		t.Errorf("successful reloads counted %v", v)
+	}
+}
+
+func invalidReload(t *testing.T, o *opsProcess) {
+	o.rewrite(t, "upstreams:\n  - name: c\n    url: ftp://nowhere\n    timeout: soon\n    colour: blue\n")
+	code, body := fetch(t, http.MethodPost, o.Admin+"/reload", nil)
+	if code != http.StatusUnprocessableEntity {
+		t.Errorf("invalid reload: %d %s", code, body)
+	}
+	for _, want := range []string{"upstreams[0].colour: unknown key", "upstreams[0].timeout:", "upstreams[0].url: must be an absolute http"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("invalid reload: %q missing from the answer:\n%s", want, body)
+		}
+		eventually(t, 5*time.Second, func() error {
+			if o.logCount("reload refused", want) != 1 {
+				return fmt.Errorf("%q missing from the log", want)
+			}
+			return nil
+		})
+	}
+	fams := scrapeFamilies(t, o.Admin+"/metrics")
+	if v, _ := sample(fams, "manifold_config_reloads_total", "result", "failure"); v != 1 {
+		t.Errorf("failed reloads counted %v", v)
+	}
+	if got := readText(t, o.MCP, "c+test://cee/0"); got != "cee resource 0" {
+		t.Errorf("after a refused reload: %q", got)
+	}
+}
+
+// toolTextRaw calls a tool without a testing.T (for goroutines) and
+// returns its first text, or the error.
+func toolTextRaw(url, name, args string) string {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(rpcBody(1, "tools/call", fmt.Sprintf(`"name":%q,"arguments":%s`, name, args))))
+	req.Header = headers("tools/call", name)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var msg struct {
+		Result struct {
+			Content []struct{ Text string } `json:"content"`
+		} `json:"result"`
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
+		return err.Error()
+	}
+	if len(msg.Result.Content) == 0 {
+		return string(msg.Error)
+	}
+	return msg.Result.Content[0].Text
+}
