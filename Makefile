@@ -41,8 +41,11 @@ conformance: build
 fuzz:
 	scripts/fuzz
 
+# The Go benchmarks (each against its reference in the same run), then the
+# pass-through hop against httputil.ReverseProxy and TBXark/mcp-proxy.
 bench: build deps
 	$(GO) test -run '^$$' -bench . -benchtime 3s -count 3 ./test/
+	scripts/peers -rounds 5 -duration 3s
 
 clean:
 	rm -rf bin

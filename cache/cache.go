@@ -137,7 +137,7 @@ type Cache struct {
 }
 
 type counters struct {
-	memHits, redisHits, misses, fills, stale, coalesced, bypassed, invalidations atomic.Uint64
+	memHits, redisHits, misses, fills, stale, coalesced, sharedFills, bypassed, invalidations atomic.Uint64
 }
 
 // New builds a cache. With Redis configured it subscribes to the
@@ -354,8 +354,7 @@ func (c *Cache) fillOnce(ctx context.Context, l *lookup, fill Fill) (outcome, er
 		if res, ok := c.fromMemory(l, c.now()); ok {
 			return outcome{result: res, reusable: res, fp: l.fp}
 		}
-		l.st.fills.Add(1)
-		return c.fill(fctx, fill, l)
+		return c.fillShared(fctx, fill, l)
 	}
 	// A read that starts after an invalidation must not join a fill that
 	// started before it: the generations are part of the flight's key.
@@ -400,8 +399,14 @@ func (c *Cache) serveStale(l *lookup, err error) (json.RawMessage, error) {
 	return splice(l.stale.body, 0, l.stale.scope), nil
 }
 
-// fill runs a miss and stores what may be stored.
-func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup) outcome {
+// fill runs a miss and stores what may be stored. ls, the fill lease
+// this replica may hold, is released once the entry is in Redis, or at
+// once when nothing will be.
+func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup, ls lease) outcome {
+	l.st.fills.Add(1)
+	if c.redis != nil {
+		defer func() { c.redis.releaseLater(ls) }() // a no-op once write took it
+	}
 	res, err := fill(ctx)
 	if err != nil {
 		return outcome{err: err, fp: l.fp}
@@ -434,7 +439,7 @@ func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup) outcome {
 	if c.redis != nil && l.redisOK {
 		re := *e
 		re.gen = l.redisGen
-		c.redis.write(&re, ttl, c.grace)
+		c.redis.write(&re, ttl, c.grace, &ls)
 	}
 	return o
 }

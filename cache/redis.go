@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/manifold-mcp/manifold/internal/breaker"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/redisbus"
 )
 
@@ -186,7 +187,12 @@ func parseGen(c *redis.StringCmd) uint64 {
 // write stores e asynchronously for ttl (its fresh time plus grace, the
 // stale-if-error time, which the value records). Redis's own expiry then
 // tells every replica the remaining time, whatever their clocks.
-func (s *redisTier) write(e *entry, fresh, grace time.Duration) {
+//
+// A fill lease *ls is taken over (and *ls cleared): it is released after
+// the write, so that waiting replicas find the entry, and marked open
+// instead when the entry is private (theirs is not this one) or the write
+// failed.
+func (s *redisTier) write(e *entry, fresh, grace time.Duration, ls *lease) {
 	if fresh < time.Millisecond {
 		return
 	}
@@ -198,11 +204,15 @@ func (s *redisTier) write(e *entry, fresh, grace time.Duration) {
 		return
 	}
 	val := encodeRedis(e, fresh, grace)
+	held := *ls
+	*ls = lease{}
 	go func() {
 		defer func() { <-s.writes; s.pending.Done() }()
-		s.call(context.Background(), func(ctx context.Context) error {
+		ctx := context.Background()
+		stored := s.call(ctx, func(ctx context.Context) error {
 			return s.rdb.Set(ctx, e.key, val, fresh+grace).Err()
 		})
+		s.release(ctx, held, stored && e.scope == mcp.ScopePublic)
 	}()
 }
 

@@ -33,7 +33,7 @@ type opsProcess struct {
 
 // startOps runs `manifold serve` on yamlText, after a header with the two
 // listeners (and pprof on), with env added to the environment.
-func startOps(t *testing.T, yamlText string, env ...string) *opsProcess {
+func startOps(t testing.TB, yamlText string, env ...string) *opsProcess {
 	t.Helper()
 	o := &opsProcess{Logs: &logBuffer{}, exited: make(chan struct{})}
 	port, admin := freePort(t), freePort(t)
@@ -72,7 +72,7 @@ func startOps(t *testing.T, yamlText string, env ...string) *opsProcess {
 }
 
 // rewrite replaces the configuration after the listeners' header.
-func (o *opsProcess) rewrite(t *testing.T, yamlText string) {
+func (o *opsProcess) rewrite(t testing.TB, yamlText string) {
 	t.Helper()
 	if err := os.WriteFile(o.Config, []byte(o.header+yamlText), 0o600); err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func (o *opsProcess) rewrite(t *testing.T, yamlText string) {
 }
 
 // stop sends SIGTERM and waits for the process to exit.
-func (o *opsProcess) stop(t *testing.T) {
+func (o *opsProcess) stop(t testing.TB) {
 	if o.cmd.Process == nil {
 		return
 	}
@@ -108,6 +108,9 @@ func fetch(t *testing.T, method, url string, h http.Header) (int, string) {
 	}
 	for k, v := range h {
 		req.Header[k] = v
+	}
+	if host := h.Get("Host"); host != "" {
+		req.Host = host // the client sends req.Host, not a Host header
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -131,6 +131,16 @@ func TestAdminListener(t *testing.T) {
 			t.Errorf("main listener without admin: %s with token: %d", path, code)
 		}
 	}
+	// A page that DNS-rebinds its name to this listener, or calls it from
+	// another site, is refused as on /mcp.
+	for _, h := range []http.Header{{"Origin": {"https://evil.example"}}, {"Host": {"evil.example"}}} {
+		for k, v := range bearer {
+			h[k] = v
+		}
+		if code, _ := fetch(t, http.MethodGet, main+"/ui/state", h); code != http.StatusForbidden {
+			t.Errorf("main listener /ui/state with %v: %d, want 403", h, code)
+		}
+	}
 	for _, path := range []string{"/reload", "/debug/pprof/"} {
 		if code, _ := fetch(t, http.MethodGet, main+path, bearer); code != http.StatusNotFound && code != http.StatusMethodNotAllowed {
 			t.Errorf("main listener without admin: %s: %d, want it absent", path, code)

@@ -1,9 +1,13 @@
 package test
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -136,4 +140,45 @@ func toolTextRaw(url, name, args string) string {
 		return string(msg.Error)
 	}
 	return msg.Result.Content[0].Text
+}
+
+// A host that signals its stdio server with SIGHUP reloads it; the session
+// goes on.
+func TestStdioSurvivesHangup(t *testing.T) {
+	up := modernSDK(t, newHintedServer().Server)
+	cfg := filepath.Join(t.TempDir(), "m.yaml")
+	if err := os.WriteFile(cfg, []byte("upstreams:"+httpUpstreamYAML("a", up.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(manifoldBin, "stdio", "--config", cfg)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	logs := &logBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(out)
+	ask := func(id int, method, params string) string {
+		fmt.Fprintf(in, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s}}`+"\n", id, method, params)
+		if !lines.Scan() {
+			t.Fatalf("no answer to %s; log:\n%s", method, logs.String())
+		}
+		return lines.Text()
+	}
+	ask(1, "initialize", `"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}`)
+	fmt.Fprintln(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(logs.String(), "configuration reloaded") {
+			return fmt.Errorf("not reloaded yet")
+		}
+		return nil
+	})
+	if got := ask(2, "resources/read", `"uri":"a+test://pub/1"`); !strings.Contains(got, `"result"`) {
+		t.Errorf("after SIGHUP: %s", got)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,9 +26,11 @@ import (
 // otlpReceiver is an OTLP trace receiver, over HTTP (protobuf) or gRPC,
 // decoding what an exporter really sends with the protocol's own types.
 type otlpReceiver struct {
-	Endpoint string // what OTEL_EXPORTER_OTLP_ENDPOINT names
-	mu       sync.Mutex
-	spans    []*tracepb.Span
+	Endpoint  string // what OTEL_EXPORTER_OTLP_ENDPOINT names
+	mu        sync.Mutex
+	spans     []*tracepb.Span
+	countOnly bool         // a benchmark's receiver keeps no spans, only their number
+	count     atomic.Int64 // spans received
 	coltracepb.UnimplementedTraceServiceServer
 }
 
@@ -36,7 +39,10 @@ func (r *otlpReceiver) add(req *coltracepb.ExportTraceServiceRequest) {
 	defer r.mu.Unlock()
 	for _, rs := range req.GetResourceSpans() {
 		for _, ss := range rs.GetScopeSpans() {
-			r.spans = append(r.spans, ss.GetSpans()...)
+			r.count.Add(int64(len(ss.GetSpans())))
+			if !r.countOnly {
+				r.spans = append(r.spans, ss.GetSpans()...)
+			}
 		}
 	}
 }
@@ -47,7 +53,7 @@ func (r *otlpReceiver) Export(_ context.Context, req *coltracepb.ExportTraceServ
 	return &coltracepb.ExportTraceServiceResponse{}, nil
 }
 
-func startOTLPHTTP(t *testing.T) *otlpReceiver {
+func startOTLPHTTP(t testing.TB) *otlpReceiver {
 	r := &otlpReceiver{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodPost || req.URL.Path != "/v1/traces" || req.Header.Get("Content-Type") != "application/x-protobuf" {

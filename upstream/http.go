@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,8 @@ func newHTTPConn(o Options, onMsg onMessage) *httpConn {
 	if rt == nil {
 		tr := cleanhttp.DefaultPooledTransport()
 		tr.ResponseHeaderTimeout = 0 // calls are bounded by their context
+		tr.MaxIdleConnsPerHost = cmp.Or(o.MaxIdleConns, 64)
+		tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
 		tr.TLSClientConfig = o.TLS
 		rt = tr
 	}

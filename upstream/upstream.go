@@ -73,6 +73,10 @@ type Options struct {
 	// Retries is how many times an idempotent HTTP call is sent again
 	// after a connection error or a 429/502/503/504.
 	Retries int
+	// MaxIdleConns is how many idle connections to the server the pooled
+	// transport keeps (0: 64). Its own default, GOMAXPROCS+1, makes every
+	// call beyond that many in flight open and close a connection.
+	MaxIdleConns int
 
 	// Command is the program (and arguments) of a stdio server, which
 	// Manifold runs and supervises, with Env (KEY=VALUE) added to its own

@@ -32,7 +32,7 @@ const usage = `Manifold: one MCP endpoint in front of many MCP servers.
 
 Usage:
   manifold serve --config FILE      serve the configured endpoint until SIGINT/SIGTERM (SIGHUP reloads)
-  manifold stdio --config FILE      serve one caller on stdin/stdout (for hosts that launch servers)
+  manifold stdio --config FILE      serve one caller on stdin/stdout (for hosts that launch servers; SIGHUP reloads)
   manifold validate --config FILE   check a configuration file; exit 1 listing every problem
   manifold files [flags] DIR        serve folder DIR as MCP resources over stdio
   manifold version                  print the version
@@ -206,6 +206,7 @@ func serveStdio(args []string, stdout, stderr io.Writer) int {
 		log.Error("startup failed", "err", err)
 		return 1
 	}
+	go reloadOnHangup(ctx, p, log) // a host may signal it too; it must not kill the session
 	if err := p.ServeStdio(ctx, os.Stdin, os.Stdout); err != nil {
 		log.Error("stdio stopped", "err", err)
 		return 1

@@ -188,6 +188,10 @@ type Upstream struct {
 	Retries *int `yaml:"retries"`
 	// MaxResponseBytes bounds one upstream message.
 	MaxResponseBytes ByteSize `yaml:"max_response_bytes"`
+	// MaxIdleConns is how many idle connections to an HTTP upstream are
+	// kept for reuse: as many as the calls usually in flight at once, so
+	// a busy hop does not open a new connection per call.
+	MaxIdleConns int `yaml:"max_idle_conns"`
 	// DefaultTTL and DefaultScope stand in for the cache hints a legacy
 	// server does not send. The default TTL, 0, caches nothing its owner
 	// did not allow.

@@ -55,6 +55,7 @@ const (
 	DefaultTimeout          = 30 * time.Second
 	DefaultCallTimeout      = 5 * time.Minute
 	DefaultRetries          = 2
+	DefaultMaxIdleConns     = 64
 	DefaultMaxResponseBytes = 16 << 20
 	DefaultMemoryBytes      = 64 << 20
 	DefaultMaxEntryBytes    = 1 << 20
@@ -117,6 +118,7 @@ func (u *Upstream) applyDefaults() {
 	setDefault(&u.Timeout, DefaultTimeout)
 	setDefault(&u.CallTimeout, DefaultCallTimeout)
 	setDefault(&u.MaxResponseBytes, DefaultMaxResponseBytes)
+	setDefault(&u.MaxIdleConns, DefaultMaxIdleConns)
 	setDefault(&u.DefaultScope, "private")
 }
 
@@ -282,6 +284,9 @@ func (u *Upstream) validate(path string, seen map[string]int, i int) []Problem {
 	}
 	if *u.Retries < 0 || *u.Retries > 10 {
 		bad("retries", "must be between 0 and 10")
+	}
+	if u.MaxIdleConns < 1 || u.MaxIdleConns > 4096 {
+		bad("max_idle_conns", "must be between 1 and 4096")
 	}
 	if u.MaxResponseBytes < 1024 {
 		bad("max_response_bytes", "must be at least 1KiB")

@@ -33,7 +33,10 @@ func (p *Process) ops(mux *http.ServeMux, admin bool) {
 		if admin {
 			return h
 		}
-		return frontend.Chain(h, frontend.RequireBearer(p.cfg.Auth.BearerTokens))
+		// As /mcp: a page in a browser must not reach them through DNS
+		// rebinding or from another site.
+		return frontend.Chain(h, frontend.CheckHost(p.cfg.AllowedHosts), frontend.CheckOrigin(p.cfg.AllowedOrigins),
+			frontend.RequireBearer(p.cfg.Auth.BearerTokens))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")

@@ -78,6 +78,7 @@ func upstreamOptions(uc config.Upstream) (upstream.Options, error) {
 			mcp.MethodPromptsList: {Allow: uc.Prompts.Allow, Deny: uc.Prompts.Deny},
 		},
 		MaxResponseBytes: int64(uc.MaxResponseBytes),
+		MaxIdleConns:     uc.MaxIdleConns,
 		DefaultTTL:       uc.DefaultTTL,
 		DefaultScope:     uc.DefaultScope,
 	}

@@ -1,0 +1,165 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/manifold-mcp/manifold/internal/redistest"
+)
+
+// Three replicas sharing Redis, 500 concurrent cold reads of one slow
+// resource spread over them: one upstream call in all. A private resource
+// read the same way by three credentials: each gets its own answer, and
+// never another's.
+func TestOneFillAcrossReplicas(t *testing.T) {
+	rs := redistest.Start(t)
+	h := newHintedServer()
+	up := modernSDK(t, h.Server)
+	shared := fmt.Sprintf("cache: {secret: lease-secret-0123456789, redis: {url: %q}}\n", rs.URL())
+	replicas := []*proxy{cachedProxy(t, up.URL, shared), cachedProxy(t, up.URL, shared), cachedProxy(t, up.URL, shared)}
+	for _, p := range replicas { // each replica has met the upstream
+		readAs(t, p.URL, "h+test://warm", "")
+	}
+
+	texts := readConcurrently(t, replicas, 500, "h+test://slow", func(int) string { return "" })
+	if n := h.count("test://slow"); n != 1 {
+		t.Errorf("500 cold reads over 3 replicas cost %d upstream calls, want 1", n)
+	}
+	if len(texts) != 1 {
+		t.Errorf("readers got %d different answers: %v", len(texts), texts)
+	}
+	shared3 := func(replica *proxy) string { return scrape(t, replica.URL) }
+	waited := 0
+	for _, p := range replicas {
+		if strings.Contains(shared3(p), `manifold_cache_shared_fills_total{upstream="h"} 1`) {
+			waited++
+		}
+	}
+	if waited != 2 {
+		t.Errorf("%d replicas counted a shared fill, want the 2 that did not fill", waited)
+	}
+
+	tokens := []string{"tok-x", "tok-y", "tok-z"}
+	byToken := readConcurrently(t, replicas, 300, "h+test://priv/slow", func(i int) string { return tokens[i%3] })
+	for text := range byToken {
+		owner := ""
+		for _, tok := range tokens {
+			if strings.Contains(text, "Bearer "+tok) {
+				owner = tok
+			}
+		}
+		if owner == "" {
+			t.Errorf("a private answer names no reader's token: %q", text)
+		}
+	}
+	if n := h.count("test://priv/slow"); n < 3 || n > 7 {
+		t.Errorf("private reads by 3 credentials over 3 replicas cost %d calls, want 3 to 7", n)
+	}
+}
+
+// readConcurrently reads uri n times at once, request i on replica i%3
+// with token(i), checks each private answer is the reader's own, and
+// returns the distinct answers.
+func readConcurrently(t *testing.T, replicas []*proxy, n int, uri string, token func(int) string) map[string]bool {
+	var mu sync.Mutex
+	texts := map[string]bool{}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			text, _, _ := readAs(t, replicas[i%len(replicas)].URL, uri, token(i))
+			if tok := token(i); tok != "" && !strings.Contains(text, "Bearer "+tok) {
+				t.Errorf("reader with %s got %q", tok, text)
+			}
+			mu.Lock()
+			texts[text] = true
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return texts
+}
+
+// heldServer serves test://{+path}; reading test://held takes 600 ms and
+// each start of that read is counted and signalled.
+func heldServer(started chan<- struct{}, starts *atomic.Int32) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "held", Version: "1"}, &mcp.ServerOptions{
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.TTLMs, c.CacheScope = 60_000, "public" },
+	})
+	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "test://{+path}", Name: "any"},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			if req.Params.URI == "test://held" {
+				starts.Add(1)
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+				select {
+				case <-time.After(600 * time.Millisecond):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "filled"}}}, nil
+		})
+	return s
+}
+
+// The replica holding the fill lease is killed mid-fill: the others, which
+// were waiting for it, take the lease over once it expires and answer, with
+// one more upstream call, not one each.
+func TestFillLeaseHolderKilled(t *testing.T) {
+	rs := redistest.Start(t)
+	started := make(chan struct{}, 1)
+	var starts atomic.Int32
+	up := modernSDK(t, heldServer(started, &starts))
+	shared := fmt.Sprintf("cache: {secret: lease-secret-0123456789, redis: {url: %q}}\nupstreams:", rs.URL()) + httpUpstreamYAML("h", up.URL)
+	holder := startOps(t, shared)
+	others := []*proxy{startProxy(t, shared), startProxy(t, shared)}
+	for _, p := range others {
+		readAs(t, p.URL, "h+test://warm", "")
+	}
+
+	holderRead := make(chan struct{})
+	go func() {
+		defer close(holderRead)
+		req, _ := http.NewRequest(http.MethodPost, holder.MCP, strings.NewReader(rpcBody(1, "resources/read", `"uri":"h+test://held"`)))
+		req.Header = headers("resources/read", "h+test://held")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder's fill never reached the upstream")
+	}
+	begin := time.Now()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			if text, _, _ := readAs(t, others[i%2].URL, "h+test://held", ""); text != "filled" {
+				t.Errorf("read %d: %q", i, text)
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond) // they are waiting on the lease now
+	if err := holder.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	<-holderRead
+	if took := time.Since(begin); took > 6*time.Second {
+		t.Errorf("the waiting replicas answered after %v", took)
+	}
+	if n := starts.Load(); n != 2 {
+		t.Errorf("%d upstream fills started, want 2: the killed holder's and one takeover", n)
+	}
+}
