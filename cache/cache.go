@@ -27,6 +27,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -94,6 +95,9 @@ type Options struct {
 	// for an unreachable upstream.
 	StaleIfError time.Duration
 	Logger       *slog.Logger
+	// Refresh says which entries a read near their expiry refreshes in
+	// the background: RefreshPublic ("" too), RefreshAll or RefreshOff.
+	Refresh string
 	// Clock tells the time; nil is time.Now. Only the memory tier's
 	// freshness reads it: Redis counts with its own clock.
 	Clock func() time.Time
@@ -125,9 +129,11 @@ type Cache struct {
 	maxEntry int
 	maxTTL   time.Duration
 	grace    time.Duration
+	refresh  string
 	log      *slog.Logger
 
-	stats sync.Map // upstream name → *counters
+	refreshes sync.WaitGroup // refreshes under way, awaited by Close
+	stats     sync.Map       // upstream name → *counters
 	// revalidated holds, per upstream, when changes may last have been
 	// missed (local clock): entries filled before it are stale.
 	revalidated sync.Map // upstream name → time.Time
@@ -137,7 +143,7 @@ type Cache struct {
 }
 
 type counters struct {
-	memHits, redisHits, misses, fills, stale, coalesced, sharedFills, bypassed, invalidations atomic.Uint64
+	memHits, redisHits, misses, fills, stale, coalesced, sharedFills, refreshed, bypassed, invalidations atomic.Uint64
 }
 
 // New builds a cache. With Redis configured it subscribes to the
@@ -160,6 +166,7 @@ func New(o Options) (*Cache, error) {
 		maxEntry: o.MaxEntryBytes,
 		maxTTL:   o.MaxTTL,
 		grace:    o.StaleIfError,
+		refresh:  cmp.Or(o.Refresh, RefreshPublic),
 		log:      o.Logger,
 		done:     make(chan struct{}),
 	}
@@ -221,6 +228,7 @@ type lookup struct {
 	memGen, redisGen generation
 	redisOK          bool
 	stale            *entry // the best stale candidate seen, for stale-if-error
+	hit              *entry // the memory entry that answered
 }
 
 var scopes = [2]string{mcp.ScopePrivate, mcp.ScopePublic}
@@ -242,6 +250,7 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 	now := c.now()
 	if res, ok := c.fromMemory(l, now); ok {
 		span.SetAttributes(attrTier.String("memory"), attrHit.Bool(true))
+		c.maybeRefresh(ctx, l, fill, now)
 		return res, nil
 	}
 	if res, ok := c.fromRedis(ctx, l, now); ok {
@@ -306,6 +315,7 @@ func (c *Cache) fromMemory(l *lookup, now time.Time) (json.RawMessage, bool) {
 		}
 		if now.Before(e.expires) && e.filled.After(rb) {
 			l.st.memHits.Add(1)
+			l.hit = e
 			return e.result(now), true
 		}
 		if l.stale == nil && now.Before(e.staleUntil) {
@@ -318,6 +328,12 @@ func (c *Cache) fromMemory(l *lookup, now time.Time) (json.RawMessage, bool) {
 // fromRedis serves a fresh Redis entry, keeping it in memory too, and
 // learns the Redis generation a fill must store under.
 func (c *Cache) fromRedis(ctx context.Context, l *lookup, now time.Time) (json.RawMessage, bool) {
+	return c.fromRedisIf(ctx, l, now, nil)
+}
+
+// fromRedisIf is fromRedis serving only an entry that accept (if set)
+// accepts.
+func (c *Cache) fromRedisIf(ctx context.Context, l *lookup, now time.Time, accept func(*entry) bool) (json.RawMessage, bool) {
 	if c.redis == nil {
 		return nil, false
 	}
@@ -331,7 +347,7 @@ func (c *Cache) fromRedis(ctx context.Context, l *lookup, now time.Time) (json.R
 		grace := time.Duration(h.hdr.GraceMs) * time.Millisecond
 		e := &entry{key: l.keys[i], scope: scopes[i], fp: fps[i], gen: l.memGen, body: h.body,
 			expires: now.Add(h.pttl - grace), staleUntil: now.Add(h.pttl), filled: now.Add(-h.age)}
-		if h.pttl > grace && !h.revalidate {
+		if h.pttl > grace && !h.revalidate && (accept == nil || accept(e)) {
 			l.st.redisHits.Add(1)
 			if c.mem != nil {
 				c.mem.set(l.keys[i], e, h.pttl)
@@ -356,9 +372,7 @@ func (c *Cache) fillOnce(ctx context.Context, l *lookup, fill Fill) (outcome, er
 		}
 		return c.fillShared(fctx, fill, l)
 	}
-	// A read that starts after an invalidation must not join a fill that
-	// started before it: the generations are part of the flight's key.
-	key := fmt.Sprintf("%s\x00%s\x00%s\x00%v\x00%v", l.gid, l.r.Req.Method, l.dig, l.memGen, l.redisGen)
+	key := flightKey(l)
 	o, joined, err := c.flight.do(ctx, key, run)
 	if err != nil || !joined {
 		return o, err
@@ -386,6 +400,13 @@ func (c *Cache) fillOnce(ctx context.Context, l *lookup, fill Fill) (outcome, er
 		o.result = o.reusable
 	}
 	return o, nil
+}
+
+// flightKey is the single flight's key for l. A read that starts after an
+// invalidation must not join a fill that started before it: the
+// generations are part of the key.
+func flightKey(l *lookup) string {
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%v\x00%v", l.gid, l.r.Req.Method, l.dig, l.memGen, l.redisGen)
 }
 
 // serveStale answers a failed fill with the stale entry the lookup saw, if
@@ -520,6 +541,7 @@ func (c *Cache) flushMemory() {
 
 // Close stops the invalidation listener and releases both tiers.
 func (c *Cache) Close() error {
+	c.refreshes.Wait()
 	if c.stop != nil {
 		c.stop()
 	}

@@ -41,6 +41,9 @@ type entry struct {
 	// filled is when the answer arrived: an entry filled before its
 	// upstream's revalidate-before time is stale.
 	filled time.Time
+	// refreshing is set (atomically) by the reader that starts its
+	// refresh ahead of expiry, so that only one does.
+	refreshing int32
 }
 
 // cost is what the entry counts against the memory tier's byte budget.

@@ -21,6 +21,7 @@ type UpstreamStats struct {
 	Fills                 uint64 // upstream calls made for misses
 	Coalesced             uint64 // misses that waited on another caller's fill
 	SharedFills           uint64 // misses answered by another replica's fill (the fill lease)
+	Refreshed             uint64 // entries refilled ahead of their expiry because they were read
 	Stale                 uint64 // stale entries served for an unreachable upstream
 	Bypassed              uint64 // requests that may not be cached
 	Invalidations         uint64 // made on this replica
@@ -40,7 +41,7 @@ func (c *Cache) Stats() Stats {
 		s := v.(*counters)
 		st.Upstreams[k.(string)] = UpstreamStats{
 			MemoryHits: s.memHits.Load(), RedisHits: s.redisHits.Load(), Misses: s.misses.Load(), Fills: s.fills.Load(),
-			Coalesced: s.coalesced.Load(), SharedFills: s.sharedFills.Load(), Stale: s.stale.Load(), Bypassed: s.bypassed.Load(), Invalidations: s.invalidations.Load(),
+			Coalesced: s.coalesced.Load(), SharedFills: s.sharedFills.Load(), Refreshed: s.refreshed.Load(), Stale: s.stale.Load(), Bypassed: s.bypassed.Load(), Invalidations: s.invalidations.Load(),
 		}
 		return true
 	})

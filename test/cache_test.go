@@ -53,6 +53,10 @@ func newHintedServer() *hintedServer {
 			}
 			uri := r.Params.URI
 			switch {
+			case strings.HasPrefix(uri, "test://priv/hot/"):
+				c.TTLMs, c.CacheScope = 2000, "private"
+			case strings.HasPrefix(uri, "test://hot/"):
+				c.TTLMs, c.CacheScope = 2000, "public"
 			case strings.HasPrefix(uri, "test://priv/"):
 				c.TTLMs, c.CacheScope = 60_000, "private"
 			case uri == "test://short":

@@ -119,6 +119,9 @@ type Cache struct {
 	// StaleIfError is how long past its freshness an entry may still be
 	// served, with ttlMs 0, when the upstream cannot be reached.
 	StaleIfError *time.Duration `yaml:"stale_if_error"`
+	// RefreshAhead says which entries a read in the last tenth of their
+	// freshness refreshes in the background: public (default), all, off.
+	RefreshAhead string `yaml:"refresh_ahead"`
 }
 
 // Memory is the in-process tier.

@@ -103,6 +103,7 @@ func (cc *Cache) applyDefaults() {
 	}
 	setDefault(&cc.MaxEntryBytes, DefaultMaxEntryBytes)
 	setDefault(&cc.MaxTTL, DefaultMaxTTL)
+	setDefault(&cc.RefreshAhead, "public")
 	setDefault(&cc.Redis.Prefix, DefaultRedisPrefix)
 	setDefault(&cc.Redis.Timeout, DefaultRedisTimeout)
 	setDefault(&cc.Redis.BreakerFailures, DefaultBreakerFailures)
@@ -442,6 +443,9 @@ func (c *Cache) validate() []Problem {
 	}
 	if *c.StaleIfError < 0 {
 		bad("stale_if_error", "must not be negative")
+	}
+	if c.RefreshAhead != "public" && c.RefreshAhead != "all" && c.RefreshAhead != "off" {
+		bad("refresh_ahead", "must be public, all or off, not %q", c.RefreshAhead)
 	}
 	for i, h := range c.CredentialHeaders {
 		if !validHeaderName(h) {

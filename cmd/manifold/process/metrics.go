@@ -89,6 +89,7 @@ var (
 	descFills       = prometheus.NewDesc("manifold_cache_fills_total", "Upstream calls made to fill misses.", []string{"upstream"}, nil)
 	descCoalesced   = prometheus.NewDesc("manifold_cache_coalesced_total", "Misses that waited on another caller's fill instead of calling the upstream.", []string{"upstream"}, nil)
 	descShared      = prometheus.NewDesc("manifold_cache_shared_fills_total", "Misses answered by another replica's fill, waited for under its fill lease in Redis.", []string{"upstream"}, nil)
+	descRefreshed   = prometheus.NewDesc("manifold_cache_refreshes_total", "Entries refilled in the background before expiry because they were read near it.", []string{"upstream"}, nil)
 	descStale       = prometheus.NewDesc("manifold_cache_stale_served_total", "Stale entries served because the upstream could not be reached.", []string{"upstream"}, nil)
 	descBypassed    = prometheus.NewDesc("manifold_cache_bypassed_total", "Requests that may not be cached (non-cacheable methods, multi round-trip retries).", []string{"upstream"}, nil)
 	descInvalidated = prometheus.NewDesc("manifold_cache_invalidations_total", "Invalidations made on this replica.", []string{"upstream"}, nil)
@@ -99,7 +100,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUp, descHits, descMisses, descFills, descCoalesced, descShared, descStale, descBypassed, descInvalidated, descEvictions, descRedisErrors, descDropped, descBreaker} {
+	for _, d := range []*prometheus.Desc{descUp, descHits, descMisses, descFills, descCoalesced, descShared, descRefreshed, descStale, descBypassed, descInvalidated, descEvictions, descRedisErrors, descDropped, descBreaker} {
 		ch <- d
 	}
 }
@@ -119,6 +120,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descFills, s.Fills, name)
 		counter(descCoalesced, s.Coalesced, name)
 		counter(descShared, s.SharedFills, name)
+		counter(descRefreshed, s.Refreshed, name)
 		counter(descStale, s.Stale, name)
 		counter(descBypassed, s.Bypassed, name)
 		counter(descInvalidated, s.Invalidations, name)

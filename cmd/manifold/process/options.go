@@ -130,6 +130,7 @@ func cacheOptions(cfg *config.Config, log *slog.Logger) (cache.Options, error) {
 		MaxEntryBytes:     int(c.MaxEntryBytes),
 		MaxTTL:            c.MaxTTL,
 		StaleIfError:      *c.StaleIfError,
+		Refresh:           c.RefreshAhead,
 		Logger:            log,
 	}
 	r := c.Redis

@@ -1,0 +1,74 @@
+package cache
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/mcp"
+)
+
+// Refresh ahead: a hot key never misses. A memory hit in the last tenth of
+// its entry's freshness starts one background fill of the same key (at
+// most one per entry), so the entry is replaced before it expires and the
+// readers after it hit too. An entry nobody reads near its end is never
+// refreshed, so the upstream is asked for what is read, not for what was.
+// The refresh joins the key's single flight and, with Redis, first adopts
+// an entry another replica refreshed meanwhile, then fills under the fill
+// lease: one upstream call per expiry, however many replicas read the key.
+
+// Which entries are refreshed ahead.
+const (
+	RefreshOff    = "off"
+	RefreshPublic = "public" // public entries only (the default)
+	RefreshAll    = "all"    // private ones too, with the reader's credential
+)
+
+// refreshWindow is the share of an entry's freshness, at its end, in which
+// a read refreshes it.
+const refreshWindow = 10
+
+// refreshTimeout bounds a background refresh that its reader no longer
+// waits for.
+const refreshTimeout = 30 * time.Second
+
+// nearExpiry reports whether e is in the last tenth of its freshness.
+func (e *entry) nearExpiry(now time.Time) bool {
+	life := e.expires.Sub(e.filled)
+	return life > 0 && !now.Before(e.expires.Add(-life/refreshWindow))
+}
+
+// maybeRefresh starts the refresh of the entry l hit in memory, if it is
+// due and this is its first reader to see that.
+func (c *Cache) maybeRefresh(ctx context.Context, l *lookup, fill Fill, now time.Time) {
+	e := l.hit
+	if e == nil || c.refresh == RefreshOff || (e.scope != mcp.ScopePublic && c.refresh != RefreshAll) {
+		return
+	}
+	if !e.nearExpiry(now) || !atomic.CompareAndSwapInt32(&e.refreshing, 0, 1) {
+		return
+	}
+	// The reader's values (trace, forwarded headers) go with the refresh;
+	// its cancellation does not: the reader has its answer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTimeout)
+	own := *l // the reader goes on with l
+	c.refreshes.Add(1)
+	go func() {
+		defer c.refreshes.Done()
+		defer cancel()
+		c.refreshNow(ctx, &own, fill)
+	}()
+}
+
+// refreshNow replaces l's entry: with one another replica stored if it is
+// young, else with a fill, joined with any miss of the same key.
+func (c *Cache) refreshNow(ctx context.Context, l *lookup, fill Fill) {
+	young := func(e *entry) bool { return !e.nearExpiry(c.now()) }
+	if _, ok := c.fromRedisIf(ctx, l, c.now(), young); ok {
+		return
+	}
+	_, _, _ = c.flight.do(ctx, flightKey(l), func(fctx context.Context) outcome {
+		l.st.refreshed.Add(1)
+		return c.fillShared(fctx, fill, l)
+	})
+}
