@@ -125,6 +125,13 @@ func (c *Cache) fillShared(ctx context.Context, fill Fill, l *lookup) outcome {
 	for {
 		ls, st := c.redis.takeLease(ctx, key)
 		if st == leaseTaken {
+			// Look again, as inside a single flight: the holder before us
+			// may have stored the entry and let go just now.
+			if res, ok := c.fromRedis(ctx, l, c.now()); ok {
+				c.redis.release(ctx, ls, true)
+				l.st.sharedFills.Add(1)
+				return outcome{result: res, reusable: res, fp: l.fp}
+			}
 			return c.fill(ctx, fill, l, ls)
 		}
 		if st == leaseFree || time.Now().After(giveUp) {
