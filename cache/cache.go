@@ -255,6 +255,7 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 	}
 	if res, ok := c.fromRedis(ctx, l, now); ok {
 		span.SetAttributes(attrTier.String("redis"), attrHit.Bool(true))
+		c.maybeRefresh(ctx, l, fill, now)
 		return res, nil
 	}
 	st.misses.Add(1)
@@ -349,6 +350,7 @@ func (c *Cache) fromRedisIf(ctx context.Context, l *lookup, now time.Time, accep
 			expires: now.Add(h.pttl - grace), staleUntil: now.Add(h.pttl), filled: now.Add(-h.age)}
 		if h.pttl > grace && !h.revalidate && (accept == nil || accept(e)) {
 			l.st.redisHits.Add(1)
+			l.hit = e
 			if c.mem != nil {
 				c.mem.set(l.keys[i], e, h.pttl)
 			}
@@ -370,7 +372,7 @@ func (c *Cache) fillOnce(ctx context.Context, l *lookup, fill Fill) (outcome, er
 		if res, ok := c.fromMemory(l, c.now()); ok {
 			return outcome{result: res, reusable: res, fp: l.fp}
 		}
-		return c.fillShared(fctx, fill, l)
+		return c.fillShared(fctx, fill, l, nil)
 	}
 	key := flightKey(l)
 	o, joined, err := c.flight.do(ctx, key, run)

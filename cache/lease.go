@@ -115,8 +115,10 @@ func (s *redisTier) releaseLater(l lease) {
 
 // fillShared fills l's miss once across the replicas sharing Redis: it
 // takes the lease and fills, or waits for the holder's entry, or fills by
-// itself when the lease is open, expired, or held for too long.
-func (c *Cache) fillShared(ctx context.Context, fill Fill, l *lookup) outcome {
+// itself when the lease is open, expired, or held for too long. An entry
+// found in Redis meanwhile answers only if accept (when set) takes it: a
+// refresh wants a new entry, not the one it is replacing.
+func (c *Cache) fillShared(ctx context.Context, fill Fill, l *lookup, accept func(*entry) bool) outcome {
 	if c.redis == nil || !l.redisOK {
 		return c.fill(ctx, fill, l, lease{})
 	}
@@ -127,7 +129,7 @@ func (c *Cache) fillShared(ctx context.Context, fill Fill, l *lookup) outcome {
 		if st == leaseTaken {
 			// Look again, as inside a single flight: the holder before us
 			// may have stored the entry and let go just now.
-			if res, ok := c.fromRedis(ctx, l, c.now()); ok {
+			if res, ok := c.fromRedisIf(ctx, l, c.now(), accept); ok {
 				c.redis.release(ctx, ls, true)
 				l.st.sharedFills.Add(1)
 				return outcome{result: res, reusable: res, fp: l.fp}
@@ -142,7 +144,7 @@ func (c *Cache) fillShared(ctx context.Context, fill Fill, l *lookup) outcome {
 			return outcome{err: ctx.Err(), fp: l.fp}
 		case <-time.After(leasePoll):
 		}
-		if res, ok := c.fromRedis(ctx, l, c.now()); ok {
+		if res, ok := c.fromRedisIf(ctx, l, c.now(), accept); ok {
 			// Its scope is not known here: joiners of another credential
 			// look for themselves (see fillOnce).
 			l.st.sharedFills.Add(1)

@@ -9,7 +9,7 @@ import (
 )
 
 // Refresh ahead: a hot key never misses. A memory hit in the last tenth of
-// its entry's freshness starts one background fill of the same key (at
+// its entry's freshness (at least the last 500 ms of it) starts one background fill of the same key (at
 // most one per entry), so the entry is replaced before it expires and the
 // readers after it hit too. An entry nobody reads near its end is never
 // refreshed, so the upstream is asked for what is read, not for what was.
@@ -24,22 +24,30 @@ const (
 	RefreshAll    = "all"    // private ones too, with the reader's credential
 )
 
-// refreshWindow is the share of an entry's freshness, at its end, in which
-// a read refreshes it.
-const refreshWindow = 10
+// A read refreshes an entry in the last tenth of its freshness, but no
+// later than refreshLead before it expires (and no earlier than three
+// quarters in): a short-lived entry needs time to be filled again, or its
+// readers miss while the refill is on its way.
+const (
+	refreshWindow = 10
+	refreshLead   = 500 * time.Millisecond
+)
 
 // refreshTimeout bounds a background refresh that its reader no longer
 // waits for.
 const refreshTimeout = 30 * time.Second
 
-// nearExpiry reports whether e is in the last tenth of its freshness.
+// nearExpiry reports whether e is in the part of its freshness where a
+// read refreshes it.
 func (e *entry) nearExpiry(now time.Time) bool {
 	life := e.expires.Sub(e.filled)
-	return life > 0 && !now.Before(e.expires.Add(-life/refreshWindow))
+	lead := max(life/refreshWindow, min(refreshLead, life/4))
+	return life > 0 && !now.Before(e.expires.Add(-lead))
 }
 
-// maybeRefresh starts the refresh of the entry l hit in memory, if it is
-// due and this is its first reader to see that.
+// maybeRefresh starts the refresh of the entry l hit (in memory, or in
+// Redis when memory did not hold it), if it is due and this is its first
+// reader to see that.
 func (c *Cache) maybeRefresh(ctx context.Context, l *lookup, fill Fill, now time.Time) {
 	e := l.hit
 	if e == nil || c.refresh == RefreshOff || (e.scope != mcp.ScopePublic && c.refresh != RefreshAll) {
@@ -69,6 +77,6 @@ func (c *Cache) refreshNow(ctx context.Context, l *lookup, fill Fill) {
 	}
 	_, _, _ = c.flight.do(ctx, flightKey(l), func(fctx context.Context) outcome {
 		l.st.refreshed.Add(1)
-		return c.fillShared(fctx, fill, l)
+		return c.fillShared(fctx, fill, l, young)
 	})
 }

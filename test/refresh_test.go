@@ -79,7 +79,9 @@ func TestRefreshAheadAcrossReplicas(t *testing.T) {
 	rs := redistest.Start(t)
 	h := newHintedServer()
 	up := modernSDK(t, h.Server)
-	shared := fmt.Sprintf("cache: {secret: refresh-secret-0123456789, redis: {url: %q}}\n", rs.URL())
+	// A Redis timeout the race detector under load does not exceed (as in
+	// TestOneFillAcrossReplicas): a timed-out subscription flushes memory.
+	shared := fmt.Sprintf("cache: {secret: refresh-secret-0123456789, redis: {url: %q, timeout: 2s}}\n", rs.URL())
 	replicas := []*proxy{cachedProxy(t, up.URL, shared), cachedProxy(t, up.URL, shared)}
 	var wg sync.WaitGroup
 	for _, p := range replicas {
@@ -90,9 +92,10 @@ func TestRefreshAheadAcrossReplicas(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// 6 s of a 2 s life refreshed at 90 %: the first fill and 3 refreshes.
-	if n := h.count("test://hot/shared"); n > 5 {
-		t.Errorf("two replicas reading one hot key for 6 s made %d upstream calls, want at most 5 (one per expiry, not one per replica)", n)
+	// 6 s of a 2 s life refreshed 500 ms ahead: the first fill and 3 or 4
+	// refreshes (9 when each replica refreshes for itself).
+	if n := h.count("test://hot/shared"); n > 6 {
+		t.Errorf("two replicas reading one hot key for 6 s made %d upstream calls, want at most 6 (one per expiry, not one per replica)", n)
 	}
 	for i, p := range replicas {
 		if got := misses(t, p); got > 1 {
