@@ -34,8 +34,14 @@ func NewCodec(secret []byte, ttl time.Duration) *Codec {
 	return &Codec{secret: secret, ttl: ttl, now: time.Now}
 }
 
-// maxCursorLen bounds what Decode will look at.
-const maxCursorLen = 16 << 10
+// MaxUpstreamCursor bounds the cursor one upstream may hand Manifold to
+// keep (a page whose nextCursor is longer is refused as malformed), and
+// maxCursorLen what Decode looks at. Encode refuses to seal what Decode
+// would refuse: a cursor a client cannot bring back must not be issued.
+const (
+	MaxUpstreamCursor = 1 << 10
+	maxCursorLen      = 64 << 10
+)
 
 // Errors Decode returns; the router answers all of them with -32602.
 var (
@@ -43,12 +49,20 @@ var (
 	ErrStaleCursor = errors.New("cursor has expired; list again from the start")
 )
 
+// ErrCursorTooLong: the upstreams' pending cursors, together, make a cursor
+// longer than Decode accepts.
+var ErrCursorTooLong = errors.New("the upstreams' cursors are too long to carry")
+
 // Encode seals c.
-func (k *Codec) Encode(c Cursor) string {
+func (k *Codec) Encode(c Cursor) (string, error) {
 	c.Issued = k.now().Unix()
 	payload, _ := json.Marshal(c) // a Cursor always marshals
 	p := base64.RawURLEncoding.EncodeToString(payload)
-	return p + "." + base64.RawURLEncoding.EncodeToString(k.mac(p))
+	s := p + "." + base64.RawURLEncoding.EncodeToString(k.mac(p))
+	if len(s) > maxCursorLen {
+		return "", ErrCursorTooLong
+	}
+	return s, nil
 }
 
 func (k *Codec) mac(p string) []byte {

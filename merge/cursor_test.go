@@ -9,7 +9,10 @@ import (
 
 func TestCursorSealed(t *testing.T) {
 	k := NewCodec([]byte("secret-secret-secret"), time.Hour)
-	s := k.Encode(Cursor{Method: "resources/list", Pending: map[string]string{"a": "x", "b": ""}})
+	s, err := k.Encode(Cursor{Method: "resources/list", Pending: map[string]string{"a": "x", "b": ""}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, err := k.Decode(s, "resources/list")
 	if err != nil || c.Pending["a"] != "x" || len(c.Pending) != 2 {
 		t.Fatalf("round trip: %+v %v", c, err)

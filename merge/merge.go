@@ -216,7 +216,11 @@ func (m *Merger) assemble(upstreams []string, pending map[string]string, pages [
 	}
 	res.TTLms = max(res.TTLms, 0)
 	if len(next) > 0 {
-		res.NextCursor = m.Codec.Encode(Cursor{Method: method.Name, Pending: next})
+		s, err := m.Codec.Encode(Cursor{Method: method.Name, Pending: next})
+		if err != nil {
+			return nil, err
+		}
+		res.NextCursor = s
 	}
 	return res, nil
 }
@@ -305,6 +309,9 @@ func parsePage(raw json.RawMessage, listField string) (page, error) {
 	}
 	if _, err := obj.Get("nextCursor", &p.next); err != nil {
 		return p, err
+	}
+	if len(p.next) > MaxUpstreamCursor {
+		return p, fmt.Errorf("nextCursor of %d bytes is longer than %d", len(p.next), MaxUpstreamCursor)
 	}
 	p.resultType = obj.String("resultType")
 	p.ttlMs, p.scope = mcp.NormalizeTTL(ttl), mcp.NormalizeScope(obj.String("cacheScope"))

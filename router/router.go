@@ -144,6 +144,8 @@ func (r *Router) list(ctx context.Context, set *upstream.Set, m *mcp.Method, req
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "stale cursor: %v", err)
 	case errors.Is(err, merge.ErrBadCursor):
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid cursor")
+	case errors.Is(err, merge.ErrCursorTooLong):
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", err)
 	case err != nil:
 		return nil, err
 	}

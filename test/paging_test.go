@@ -272,3 +272,39 @@ func TestUpstreamCursorExpiry(t *testing.T) {
 		t.Errorf("listing again from the start: %v", got)
 	}
 }
+
+// An upstream whose nextCursor is over 1 KiB (merge.MaxUpstreamCursor) is
+// left out of the merged page, as a malformed answer: its cursor is not
+// carried in Manifold's, which stays short enough for a client to bring
+// back, and the other upstreams page on.
+func TestOversizedUpstreamCursorLeftOut(t *testing.T) {
+	huge := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		w.Header().Set("Content-Type", "application/json")
+		meta := `"resultType":"complete","ttlMs":0,"cacheScope":"public"`
+		switch m.Method {
+		case "server/discover":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"resources":{}},%s}}`, m.ID, meta)
+		case "resources/list":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"resources":[{"uri":"test://h","name":"h"}],"nextCursor":%q,%s}}`, m.ID, strings.Repeat("<", 4096), meta)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`, m.ID)
+		}
+	}))
+	good := modernSDK(t, newSDKServer("good", sdkOptions{resources: 3, pageSize: 2}))
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("huge", huge.URL)+httpUpstreamYAML("good", good.URL))
+	var first listResult
+	post(t, p.URL, headers("resources/list", ""), rpcBody(1, "resources/list", "")).result(t, &first)
+	if len(first.NextCursor) > 1024 {
+		t.Errorf("Manifold's cursor is %d bytes: it carries the oversized one", len(first.NextCursor))
+	}
+	got := uris(listAll(t, p.URL, "resources/list"))
+	if slices.Contains(got, "huge+test://h") || !slices.Contains(got, "good+test://good/2") {
+		t.Errorf("listing %v: want every page of the good upstream and nothing of the one with a 4 KiB cursor", got)
+	}
+}
