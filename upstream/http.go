@@ -102,10 +102,9 @@ func (c *httpConn) scoped(s *session) bool { return s.Modern }
 func (c *httpConn) alive(uint64) bool      { return true }
 
 func (c *httpConn) request(ctx context.Context, ex *exchange) (*http.Response, error) {
-	body, err := json.Marshal(&ex.msg)
-	if err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
-	}
+	// Not json.Marshal: that validates and compacts every member again. (A
+	// stdio line must be compact; an HTTP body need not be.)
+	body := ex.msg.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)

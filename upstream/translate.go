@@ -20,6 +20,9 @@ import (
 // existed before 2026-07-28 (progressToken, trace context, anything a caller
 // added) and none of the `io.modelcontextprotocol/` request keys, which it
 // would not understand and might reject.
+// modernVersion is mcp.Version as a JSON string.
+var modernVersion = jsonrpc.Quote(mcp.Version)
+
 func (u *Upstream) params(ctx context.Context, s *session, req *mcp.Request) (json.RawMessage, error) {
 	p := jsonrpc.Object{}
 	for k, v := range req.Params {
@@ -30,16 +33,12 @@ func (u *Upstream) params(ctx context.Context, s *session, req *mcp.Request) (js
 		meta[k] = v
 	}
 	if s.Modern {
-		if err := meta.Set(mcp.MetaProtocolVersion, mcp.Version); err != nil {
-			return nil, err
-		}
+		meta[mcp.MetaProtocolVersion] = modernVersion
 		if _, ok := meta[mcp.MetaClientCapabilities]; !ok {
 			meta[mcp.MetaClientCapabilities] = json.RawMessage(`{}`)
 		}
 		if _, ok := meta[mcp.MetaClientInfo]; !ok {
-			if err := meta.Set(mcp.MetaClientInfo, u.o.ClientInfo); err != nil {
-				return nil, err
-			}
+			meta[mcp.MetaClientInfo] = u.info
 		}
 	} else {
 		for k := range meta {

@@ -121,6 +121,7 @@ type Options struct {
 type Upstream struct {
 	o        Options
 	log      *slog.Logger
+	info     json.RawMessage // o.ClientInfo, encoded once: it goes in every modern call
 	conn     conn
 	health   *health
 	inflight atomic.Int64 // calls under way, for Retire
@@ -158,7 +159,11 @@ func New(o Options) (*Upstream, error) {
 	if o.DefaultScope == "" {
 		o.DefaultScope = mcp.ScopePrivate
 	}
-	u := &Upstream{o: o, log: o.Logger.With("upstream", o.Name)}
+	info, err := json.Marshal(o.ClientInfo)
+	if err != nil {
+		return nil, fmt.Errorf("client info: %w", err)
+	}
+	u := &Upstream{o: o, log: o.Logger.With("upstream", o.Name), info: info}
 	u.health = newHealth(u.log, func(st State) {
 		if o.OnState != nil {
 			o.OnState(o.Name, st)
@@ -166,7 +171,6 @@ func New(o Options) (*Upstream, error) {
 	})
 	u.w.changed = make(chan struct{}, 1)
 	u.w.up = make(chan struct{})
-	var err error
 	if len(o.Command) > 0 {
 		u.conn, err = newStdioConn(o, u.log, u.onServerMessage)
 	} else {

@@ -198,6 +198,37 @@ func AppendError(dst []byte, id json.RawMessage, e *Error) []byte {
 	return append(dst, '}')
 }
 
+// Encode writes m as a JSON-RPC message, as json.Marshal would but without
+// validating, compacting and HTML-escaping its raw members again: they were
+// validated when decoded, or built by this package. It sits on every
+// upstream call.
+func (m *Message) Encode() []byte {
+	b := make([]byte, 0, 64+len(m.ID)+len(m.Method)+len(m.Params)+len(m.Result))
+	b = append(b, `{"jsonrpc":"2.0"`...)
+	if len(m.ID) > 0 {
+		b = append(b, `,"id":`...)
+		b = append(b, m.ID...)
+	}
+	if m.Method != "" {
+		b = append(b, `,"method":`...)
+		b = append(b, Quote(m.Method)...)
+	}
+	if len(m.Params) > 0 {
+		b = append(b, `,"params":`...)
+		b = append(b, m.Params...)
+	}
+	if len(m.Result) > 0 {
+		b = append(b, `,"result":`...)
+		b = append(b, m.Result...)
+	}
+	if m.Error != nil {
+		e, _ := json.Marshal(m.Error) // an Error always marshals
+		b = append(b, `,"error":`...)
+		b = append(b, e...)
+	}
+	return append(b, '}')
+}
+
 func appendID(dst []byte, id json.RawMessage) []byte {
 	if len(id) == 0 {
 		return append(dst, null...)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -145,5 +146,30 @@ func TestScanning(t *testing.T) {
 	}
 	if _, err := PrefixItems([]byte(`{"items":[{"name":"x"}]}`), "items", "uri", "up+"); err == nil {
 		t.Error("an item without the field was accepted")
+	}
+}
+
+// Encode writes what json.Marshal writes (but for HTML escaping), for
+// every kind of message.
+func TestEncodeAsMarshal(t *testing.T) {
+	for _, m := range []Message{
+		{JSONRPC: Version, ID: json.RawMessage(`7`), Method: "tools/call", Params: json.RawMessage(`{"name":"a<b>&","arguments":{"x":[1,2]}}`)},
+		{JSONRPC: Version, Method: "notifications/cancelled", Params: json.RawMessage(`{"requestId":"a"}`)},
+		{JSONRPC: Version, ID: json.RawMessage(`"s-1"`), Result: json.RawMessage(`{}`)},
+		{JSONRPC: Version, ID: json.RawMessage(`3`), Error: &Error{Code: CodeInvalidParams, Message: "bad \"x\"", Data: json.RawMessage(`{"uri":"u"}`)}},
+		{JSONRPC: Version, ID: json.RawMessage(`1`), Method: "ping"},
+	} {
+		want, err := json.Marshal(&m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, exp any
+		if err := json.Unmarshal(m.Encode(), &got); err != nil {
+			t.Fatalf("Encode wrote invalid JSON %s: %v", m.Encode(), err)
+		}
+		_ = json.Unmarshal(want, &exp)
+		if !reflect.DeepEqual(got, exp) {
+			t.Errorf("Encode: %s\nMarshal: %s", m.Encode(), want)
+		}
 	}
 }
