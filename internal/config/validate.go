@@ -269,19 +269,26 @@ func (u *Upstream) validate(path string, seen map[string]int, i int) []Problem {
 	if u.Protocol != ProtocolAuto && u.Protocol != mcp.Version && !mcp.IsLegacy(u.Protocol) {
 		bad("protocol", "must be auto, %s or one of %s, not %q", mcp.Version, strings.Join(mcp.Legacy, ", "), u.Protocol)
 	}
+	u.Tools.validate("tools", bad)
+	u.Prompts.validate("prompts", bad)
+	if u.DefaultScope != "private" && u.DefaultScope != "public" {
+		bad("default_scope", "must be private or public, not %q", u.DefaultScope)
+	}
+	u.validateBounds(bad)
+	u.validateTLS(bad)
+	return ps
+}
+
+// validateBounds checks the upstream's times and sizes.
+func (u *Upstream) validateBounds(bad complain) {
 	if u.Timeout < 0 {
 		bad("timeout", "must not be negative")
 	}
 	if u.CallTimeout < 0 {
 		bad("call_timeout", "must not be negative")
 	}
-	u.Tools.validate("tools", bad)
-	u.Prompts.validate("prompts", bad)
 	if u.DefaultTTL < 0 {
 		bad("default_ttl", "must not be negative")
-	}
-	if u.DefaultScope != "private" && u.DefaultScope != "public" {
-		bad("default_scope", "must be private or public, not %q", u.DefaultScope)
 	}
 	if *u.Retries < 0 || *u.Retries > 10 {
 		bad("retries", "must be between 0 and 10")
@@ -292,8 +299,6 @@ func (u *Upstream) validate(path string, seen map[string]int, i int) []Problem {
 	if u.MaxResponseBytes < 1024 {
 		bad("max_response_bytes", "must be at least 1KiB")
 	}
-	u.validateTLS(bad)
-	return ps
 }
 
 type complain func(key, format string, args ...any)
@@ -452,13 +457,17 @@ func (c *Cache) validate() []Problem {
 			bad(fmt.Sprintf("credential_headers[%d]", i), "%q is not a valid HTTP header name", h)
 		}
 	}
-	r := &c.Redis
-	if !r.Enabled() {
-		return ps
+	if c.Redis.Enabled() {
+		if len(c.Secret) < 16 {
+			bad("secret", "is required with redis (at least 16 characters), so every replica computes the same credential fingerprints")
+		}
+		c.Redis.validate(bad)
 	}
-	if len(c.Secret) < 16 {
-		bad("secret", "is required with redis (at least 16 characters), so every replica computes the same credential fingerprints")
-	}
+	return ps
+}
+
+// validate checks the shared tier's settings.
+func (r *Redis) validate(bad complain) {
 	if r.URL != "" && len(r.Addrs) > 0 {
 		bad("redis.addrs", "url and addrs are exclusive")
 	}
@@ -481,5 +490,4 @@ func (c *Cache) validate() []Problem {
 	if r.BreakerCooldown < 10*time.Millisecond {
 		bad("redis.breaker_cooldown", "must be at least 10ms")
 	}
-	return ps
 }
