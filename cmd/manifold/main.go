@@ -128,7 +128,26 @@ func loadConfig(name string, args []string, stdout, stderr io.Writer) (cfg *conf
 }
 
 func serve(args []string, stdout, stderr io.Writer) int {
-	cfg, code, ok := loadConfig("serve", args, stdout, stderr)
+	return runProcess("serve", args, stdout, stderr, func(ctx context.Context, p *process.Process, cfg *config.Config, log *slog.Logger) int {
+		l, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			log.Error("listen failed", "addr", cfg.Listen, "err", err)
+			return 1
+		}
+		if err := p.Serve(ctx, l); err != nil {
+			log.Error("server stopped", "err", err)
+			return 1
+		}
+		log.Info("manifold stopped")
+		return 0
+	})
+}
+
+// runProcess is what serve and stdio share: the configuration, the logger,
+// the signals (SIGINT and SIGTERM end ctx, SIGHUP reloads), tracing and the
+// process, which run then serves until ctx ends; it returns the exit code.
+func runProcess(name string, args []string, stdout, stderr io.Writer, run func(context.Context, *process.Process, *config.Config, *slog.Logger) int) int {
+	cfg, code, ok := loadConfig(name, args, stdout, stderr)
 	if !ok {
 		return code
 	}
@@ -141,23 +160,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer flushTraces(stopTracing, log)
-	srv, err := process.New(cfg, log)
+	p, err := process.New(cfg, log)
 	if err != nil {
 		log.Error("startup failed", "err", err)
 		return 1
 	}
-	l, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		log.Error("listen failed", "addr", cfg.Listen, "err", err)
-		return 1
-	}
-	go reloadOnHangup(ctx, srv, log)
-	if err := srv.Serve(ctx, l); err != nil {
-		log.Error("server stopped", "err", err)
-		return 1
-	}
-	log.Info("manifold stopped")
-	return 0
+	go reloadOnHangup(ctx, p, log)
+	return run(ctx, p, cfg, log)
 }
 
 // reloadOnHangup reloads the configuration on each SIGHUP until ctx ends.
@@ -188,30 +197,13 @@ func flushTraces(stop func(context.Context) error, log *slog.Logger) {
 // only, and the process exits when stdin closes, after stopping its
 // upstream processes.
 func serveStdio(args []string, stdout, stderr io.Writer) int {
-	cfg, code, ok := loadConfig("stdio", args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	log := newLogger(cfg.Log, stderr)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	stopTracing, err := telemetry.Start(ctx, mcp.BuildVersion, log)
-	if err != nil {
-		log.Error("startup failed", "err", err)
-		return 1
-	}
-	defer flushTraces(stopTracing, log)
-	p, err := process.New(cfg, log)
-	if err != nil {
-		log.Error("startup failed", "err", err)
-		return 1
-	}
-	go reloadOnHangup(ctx, p, log) // a host may signal it too; it must not kill the session
-	if err := p.ServeStdio(ctx, os.Stdin, os.Stdout); err != nil {
-		log.Error("stdio stopped", "err", err)
-		return 1
-	}
-	return 0
+	return runProcess("stdio", args, stdout, stderr, func(ctx context.Context, p *process.Process, _ *config.Config, log *slog.Logger) int {
+		if err := p.ServeStdio(ctx, os.Stdin, os.Stdout); err != nil {
+			log.Error("stdio stopped", "err", err)
+			return 1
+		}
+		return 0
+	})
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
