@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -38,6 +39,30 @@ func TestDeploy(t *testing.T) {
 		ws, reach := loadKubernetes(t, img)
 		checkDeployWorkloads(t, img, ws, reach)
 	})
+	t.Run("served", checkOpsPathsServed)
+}
+
+// The paths the probes and the Prometheus scrape must use (checkDeployProbes).
+const (
+	livenessPath  = "/healthz"
+	readinessPath = "/readyz"
+	metricsPath   = "/metrics"
+)
+
+// checkOpsPathsServed asks a real Manifold's admin listener for the paths
+// the deploy files are held to: liveness and metrics answer 200, readiness
+// 200 or 503 with its JSON body (here its one upstream is down: 503).
+func checkOpsPathsServed(t *testing.T) {
+	o := startOps(t, "upstreams:"+httpUpstreamYAML("a", fmt.Sprintf("http://127.0.0.1:%d/mcp", freePort(t)), "timeout: 1s"))
+	if code, _ := o.get(t, livenessPath); code != http.StatusOK {
+		t.Errorf("GET %s on the admin listener: %d", livenessPath, code)
+	}
+	if code, body := o.get(t, readinessPath); (code != http.StatusOK && code != http.StatusServiceUnavailable) || !strings.Contains(body, `"ready"`) {
+		t.Errorf("GET %s on the admin listener: %d %s", readinessPath, code, body)
+	}
+	if code, body := o.get(t, metricsPath); code != http.StatusOK || !strings.Contains(body, "manifold_upstream_up") {
+		t.Errorf("GET %s on the admin listener: %d", metricsPath, code)
+	}
 }
 
 const deployDir = "../deploy"
@@ -385,14 +410,14 @@ func checkDeployPorts(t *testing.T, w *workload, cfg *deployConfig) (mcp, ops in
 // admin listener (ops), as is the Prometheus scrape.
 func checkDeployProbes(t *testing.T, w *workload, ops int) {
 	if w.probes != nil {
-		for kind, want := range map[string]string{"liveness": "/healthz", "readiness": "/readyz"} {
+		for kind, want := range map[string]string{"liveness": livenessPath, "readiness": readinessPath} {
 			if pr, ok := w.probes[kind]; !ok {
 				t.Errorf("%s: no %s probe", w.where, kind)
 			} else if pr.path != want || pr.port != ops {
 				t.Errorf("%s: %s probe is GET %q on port %d; want GET %s on the admin port %d", w.where, kind, pr.path, pr.port, want, ops)
 			}
 		}
-		if pr, ok := w.probes["startup"]; ok && (pr.port != ops || (pr.path != "/healthz" && pr.path != "/readyz")) {
+		if pr, ok := w.probes["startup"]; ok && (pr.port != ops || (pr.path != livenessPath && pr.path != readinessPath)) {
 			t.Errorf("%s: startup probe is GET %q on port %d; want /healthz or /readyz on the admin port %d", w.where, pr.path, pr.port, ops)
 		}
 	}
@@ -400,7 +425,7 @@ func checkDeployProbes(t *testing.T, w *workload, ops int) {
 		if got := w.annots["prometheus.io/port"]; got != strconv.Itoa(ops) {
 			t.Errorf("%s: prometheus.io/port is %q; /metrics is on the admin port %d", w.where, got, ops)
 		}
-		if got, ok := w.annots["prometheus.io/path"]; ok && got != "/metrics" {
+		if got, ok := w.annots["prometheus.io/path"]; ok && got != metricsPath {
 			t.Errorf("%s: prometheus.io/path is %q, not /metrics", w.where, got)
 		}
 	}
