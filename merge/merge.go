@@ -230,8 +230,9 @@ func (m *Merger) assemble(upstreams []string, pending map[string]string, pages [
 // listed. The Observer hears of a collision: it sees every page whole.
 func (m *Merger) appendItems(chunks []json.RawMessage, items json.RawMessage, upstream, idField string, seen map[string]string) []json.RawMessage {
 	if !m.Unique {
-		if inner := bytes.TrimSpace(items); len(inner) > 2 {
-			if content := bytes.TrimSpace(inner[1 : len(inner)-1]); len(content) > 0 {
+		// items is nil or a trimmed array (parsePage).
+		if len(items) > 2 {
+			if content := bytes.TrimSpace(items[1 : len(items)-1]); len(content) > 0 {
 				chunks = append(chunks, content)
 			}
 		}
@@ -299,9 +300,14 @@ func parsePage(raw json.RawMessage, listField string) (page, error) {
 	if err != nil {
 		return p, err
 	}
-	p.items = obj[listField]
-	if err := jsonrpc.EachElement(p.items, func(json.RawMessage) error { return nil }); err != nil {
-		return p, fmt.Errorf("%q: %w", listField, err)
+	// The page was validated as JSON when it arrived: only its shape is
+	// checked here. A missing or null list has no items.
+	switch items := bytes.TrimSpace(obj[listField]); {
+	case len(items) == 0 || string(items) == "null":
+	case items[0] != '[':
+		return p, fmt.Errorf("%q: not an array", listField)
+	default:
+		p.items = items
 	}
 	var ttl float64
 	if _, err := obj.Get("ttlMs", &ttl); err != nil {

@@ -308,3 +308,34 @@ func TestOversizedUpstreamCursorLeftOut(t *testing.T) {
 		t.Errorf("listing %v: want every page of the good upstream and nothing of the one with a 4 KiB cursor", got)
 	}
 }
+
+// An upstream that answers a list with null for its items (a legacy SDK
+// serializing a nil slice) contributes nothing; the merged answer stays
+// valid JSON with the other upstream's items.
+func TestNullListMerged(t *testing.T) {
+	null := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		w.Header().Set("Content-Type", "application/json")
+		meta := `"resultType":"complete","ttlMs":0,"cacheScope":"public"`
+		switch m.Method {
+		case "server/discover":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"resources":{}},%s}}`, m.ID, meta)
+		case "resources/list":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"resources":null,%s}}`, m.ID, meta)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`, m.ID)
+		}
+	}))
+	good := modernSDK(t, newSDKServer("good", sdkOptions{resources: 2}))
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("empty", null.URL)+httpUpstreamYAML("good", good.URL))
+	var page listResult
+	post(t, p.URL, headers("resources/list", ""), rpcBody(1, "resources/list", "")).result(t, &page)
+	if got := uris([]listResult{page}); !slices.Contains(got, "good+test://good/1") {
+		t.Errorf("merged list %v: want the good upstream's resources", got)
+	}
+}

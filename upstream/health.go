@@ -94,12 +94,7 @@ func (h *health) observe(d time.Duration, err error) {
 	h.mu.Lock()
 	h.samples[h.next%sampleRing] = sample{at: h.now(), dur: d}
 	h.next++
-	h.mu.Unlock()
-	if err == nil {
-		h.success()
-	} else {
-		h.failure(err)
-	}
+	h.outcome(err)
 }
 
 // success records a contact that worked. An episode ends once a success
@@ -107,11 +102,32 @@ func (h *health) observe(d time.Duration, err error) {
 // when a check scheduled for then finds no failure since.
 func (h *health) success() {
 	h.mu.Lock()
-	changed := h.set(Ready)
-	h.settle()
+	h.outcome(nil)
+}
+
+// failure records a contact that failed: Down when the server could not be
+// reached, otherwise only the error.
+func (h *health) failure(err error) {
+	h.mu.Lock()
+	h.outcome(err)
+}
+
+// outcome records a contact's result; h.mu is held, and released before
+// onChange is told of a change of state.
+func (h *health) outcome(err error) {
+	var changed bool
+	st := Ready
+	if err == nil {
+		changed = h.set(Ready)
+		h.settle()
+	} else {
+		st = Down
+		changed = Unreachable(err) && h.set(Down)
+		h.record(err)
+	}
 	h.mu.Unlock()
 	if changed {
-		h.onChange(Ready)
+		h.onChange(st)
 	}
 }
 
@@ -138,18 +154,6 @@ func (h *health) settle() {
 	}
 }
 
-// failure records a contact that failed: Down when the server could not be
-// reached, otherwise only the error.
-func (h *health) failure(err error) {
-	h.mu.Lock()
-	changed := Unreachable(err) && h.set(Down)
-	h.record(err)
-	h.mu.Unlock()
-	if changed {
-		h.onChange(Down)
-	}
-}
-
 // record notes a failure and logs the episode's summary; h.mu is held.
 func (h *health) record(err error) {
 	now := h.now()
@@ -166,13 +170,21 @@ func (h *health) record(err error) {
 	}
 }
 
-// status returns the snapshot, with the quantiles of the last minute.
-func (h *health) status() Status {
+// current returns the state alone, for readiness and metrics.
+func (h *health) current() State {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.state
+}
+
+// status returns the snapshot, with the quantiles of the last minute. The
+// samples are copied under the lock and sorted after it: calls record
+// theirs meanwhile.
+func (h *health) status() Status {
+	h.mu.Lock()
 	st := Status{State: h.state, LastError: h.lastErr, LastErrAt: h.lastErrAt}
 	now := h.now()
-	var durs []time.Duration
+	durs := make([]time.Duration, 0, sampleRing)
 	oldest := now
 	for _, s := range h.samples {
 		if !s.at.IsZero() && now.Sub(s.at) <= window {
@@ -182,6 +194,7 @@ func (h *health) status() Status {
 			}
 		}
 	}
+	h.mu.Unlock()
 	if len(durs) == 0 {
 		return st
 	}

@@ -107,7 +107,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, u := range c.p.upstreams.Load().All() {
-		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, bool01(u.Status().State == upstream.Ready), u.Name())
+		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, bool01(u.State() == upstream.Ready), u.Name())
 	}
 	st := c.p.cache.Stats()
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
