@@ -13,6 +13,9 @@ import (
 	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
+// modernVersion is mcp.Version as a JSON string.
+var modernVersion = jsonrpc.Quote(mcp.Version)
+
 // params builds the params a server of s's era expects for req.
 //
 // A modern server gets the caller's `_meta` with the protocol version set
@@ -20,10 +23,7 @@ import (
 // existed before 2026-07-28 (progressToken, trace context, anything a caller
 // added) and none of the `io.modelcontextprotocol/` request keys, which it
 // would not understand and might reject.
-// modernVersion is mcp.Version as a JSON string.
-var modernVersion = jsonrpc.Quote(mcp.Version)
-
-func (u *Upstream) params(ctx context.Context, s *session, req *mcp.Request) (json.RawMessage, error) {
+func (u *Upstream) params(ctx context.Context, s *session, req *mcp.Request) json.RawMessage {
 	p := jsonrpc.Object{}
 	for k, v := range req.Params {
 		p[k] = v
@@ -53,7 +53,7 @@ func (u *Upstream) params(ctx context.Context, s *session, req *mcp.Request) (js
 	} else {
 		delete(p, "_meta")
 	}
-	return p.Marshal(), nil
+	return p.Marshal()
 }
 
 // traceMeta puts the current trace context in meta (traceparent,

@@ -284,7 +284,7 @@ func (u *Upstream) timedExchange(ctx context.Context, s *session, req *mcp.Reque
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 	}
-	if err != nil && errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) {
 		return msg, err
 	}
 	d := time.Since(start)
@@ -301,12 +301,8 @@ func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (
 	if req.Ask != nil {
 		defer u.asks.add(ctx, req.Ask)()
 	}
-	params, err := u.params(ctx, s, req)
-	if err != nil {
-		return nil, err
-	}
 	ex := &exchange{
-		msg:        jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: req.Method, Params: params},
+		msg:        jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: req.Method, Params: u.params(ctx, s, req)},
 		version:    s.Version,
 		session:    s.id,
 		gen:        s.gen,
@@ -473,11 +469,7 @@ func (u *Upstream) negotiate(ctx context.Context) (*session, error) {
 // discover probes for a modern server.
 func (u *Upstream) discover(ctx context.Context, gen uint64) (*session, error) {
 	s := &session{Info: Info{Version: mcp.Version, Modern: true}, gen: gen}
-	meta := jsonrpc.Object{}
-	params, err := u.params(ctx, s, &mcp.Request{Method: mcp.MethodDiscover, Meta: meta})
-	if err != nil {
-		return nil, err
-	}
+	params := u.params(ctx, s, &mcp.Request{Method: mcp.MethodDiscover, Meta: jsonrpc.Object{}})
 	msg, err := u.conn.call(ctx, &exchange{
 		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodDiscover, Params: params},
 		version: mcp.Version, gen: gen, idempotent: true,

@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -246,14 +245,11 @@ func (u *Upstream) openListen(ctx context.Context, s *session, f mcp.Subscriptio
 		defer close(ls.done)
 		p := jsonrpc.Object{}
 		err := p.Set("notifications", f)
-		var params json.RawMessage
-		if err == nil {
-			params, err = u.params(ctx, s, &mcp.Request{Method: mcp.MethodSubscriptions, Params: p})
-		}
 		if err != nil {
 			ls.err = err
 			return
 		}
+		params := u.params(ctx, s, &mcp.Request{Method: mcp.MethodSubscriptions, Params: p})
 		ls.err = u.conn.listen(lctx, &exchange{
 			msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSubscriptions, Params: params},
 			version: s.Version, gen: s.gen,
@@ -430,7 +426,7 @@ func (u *Upstream) syncLegacy(ctx context.Context, s *session, subscribed map[st
 func (u *Upstream) legacySubscribe(ctx context.Context, s *session, method, uri string) error {
 	cctx, cancel := context.WithTimeout(ctx, u.o.Timeout)
 	defer cancel()
-	params, _ := u.params(ctx, s, &mcp.Request{Method: method, Params: jsonrpc.Object{"uri": jsonrpc.Quote(uri)}})
+	params := u.params(ctx, s, &mcp.Request{Method: method, Params: jsonrpc.Object{"uri": jsonrpc.Quote(uri)}})
 	r, err := u.conn.call(cctx, &exchange{
 		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: method, Params: params},
 		version: s.Version, session: s.id, gen: s.gen,

@@ -144,9 +144,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 }
 
 // runProcess is what serve and stdio share: the configuration, the logger,
-// the signals (SIGINT and SIGTERM end ctx, SIGHUP reloads), tracing and the
-// process, which run then serves until ctx ends; it returns the exit code.
-func runProcess(name string, args []string, stdout, stderr io.Writer, run func(context.Context, *process.Process, *config.Config, *slog.Logger) int) int {
+// the signals (SIGINT and SIGTERM end ctx; SIGHUP reloads, also in stdio
+// mode, where a host may send it and it must not end the session), tracing
+// and the process, which serveWith then serves until ctx ends; it returns
+// the exit code.
+func runProcess(name string, args []string, stdout, stderr io.Writer, serveWith func(context.Context, *process.Process, *config.Config, *slog.Logger) int) int {
 	cfg, code, ok := loadConfig(name, args, stdout, stderr)
 	if !ok {
 		return code
@@ -166,7 +168,7 @@ func runProcess(name string, args []string, stdout, stderr io.Writer, run func(c
 		return 1
 	}
 	go reloadOnHangup(ctx, p, log)
-	return run(ctx, p, cfg, log)
+	return serveWith(ctx, p, cfg, log)
 }
 
 // reloadOnHangup reloads the configuration on each SIGHUP until ctx ends.

@@ -81,12 +81,7 @@ type upstreamReadiness struct {
 // one upstream is: a replica that can serve nothing should not get
 // traffic, one that lacks an optional upstream still serves the rest.
 func (p *Process) readiness() readiness {
-	p.reloadMu.Lock()
-	required := map[string]bool{}
-	for _, uc := range p.cfg.Upstreams {
-		required[uc.Name] = uc.Required
-	}
-	p.reloadMu.Unlock()
+	required := *p.required.Load()
 	r := readiness{Ready: true, Upstreams: map[string]upstreamReadiness{}}
 	some := false
 	for _, u := range p.upstreams.Load().All() {

@@ -47,8 +47,9 @@ type Process struct {
 	dispatch  *frontend.Dispatcher
 	http      *http.Server
 	admin     *http.Server // nil without admin.listen
-	reloadMu  sync.Mutex   // one reload at a time; guards cfg's upstreams
+	reloadMu  sync.Mutex   // one reload at a time; guards cfg's upstreams and started
 	started   context.Context
+	required  atomic.Pointer[map[string]bool] // upstream → required, read without reloadMu
 	readyMu   sync.Mutex
 	readyLast string // the readiness last logged
 }
@@ -56,6 +57,7 @@ type Process struct {
 // New builds every component. Stdio upstream processes start here.
 func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 	p := &Process{cfg: cfg, log: log, started: context.Background()}
+	p.setRequired(cfg.Upstreams)
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration: " + w.String())
 	}
@@ -160,7 +162,6 @@ func (p *Process) Handler() http.Handler { return p.http.Handler }
 // is done, then drains: in-flight requests get ShutdownTimeout to finish,
 // and upstreams are closed (legacy sessions deleted, processes stopped).
 func (p *Process) Serve(ctx context.Context, l net.Listener) error {
-	p.started = ctx
 	errc := make(chan error, 2)
 	if p.admin != nil {
 		al, err := net.Listen("tcp", p.cfg.Admin.Listen)
@@ -171,9 +172,9 @@ func (p *Process) Serve(ctx context.Context, l net.Listener) error {
 		go func() { errc <- p.admin.Serve(al) }()
 		p.log.Info("admin listening", "addr", al.Addr().String())
 	}
-	p.startUpstreams(ctx, p.upstreams.Load().All())
+	n := p.start(ctx)
 	go func() { errc <- p.http.Serve(l) }()
-	p.log.Info("manifold listening", "addr", l.Addr().String(), "endpoint", "/mcp", "upstreams", len(p.upstreams.Load().All()))
+	p.log.Info("manifold listening", "addr", l.Addr().String(), "endpoint", "/mcp", "upstreams", n)
 	var serveErr error
 	select {
 	case serveErr = <-errc:
@@ -189,12 +190,31 @@ func (p *Process) Serve(ctx context.Context, l net.Listener) error {
 // ServeStdio serves one caller on in and out (manifold stdio) until in
 // ends or ctx does, then stops like Serve.
 func (p *Process) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	p.started = ctx
-	p.startUpstreams(ctx, p.upstreams.Load().All())
-	p.log.Info("manifold serving on stdin/stdout", "upstreams", len(p.upstreams.Load().All()))
+	p.log.Info("manifold serving on stdin/stdout", "upstreams", p.start(ctx))
 	err := frontend.NewStdio(p.dispatch, int(p.cfg.MaxRequestBytes), p.cfg.ShutdownTimeout, p.log).Serve(ctx, in, out)
 	p.drain()
 	return err
+}
+
+// start begins serving on ctx: the upstreams are watched and negotiated,
+// and those a reload adds later start on ctx too. It returns how many
+// upstreams there are.
+func (p *Process) start(ctx context.Context) int {
+	p.reloadMu.Lock()
+	p.started = ctx
+	p.reloadMu.Unlock()
+	all := p.upstreams.Load().All()
+	p.startUpstreams(ctx, all)
+	return len(all)
+}
+
+// setRequired records which upstreams readiness waits for.
+func (p *Process) setRequired(ucs []config.Upstream) {
+	required := make(map[string]bool, len(ucs))
+	for _, uc := range ucs {
+		required[uc.Name] = uc.Required
+	}
+	p.required.Store(&required)
 }
 
 // startUpstreams keeps each of ups watched, and negotiates with each

@@ -79,6 +79,7 @@ func (p *Process) swapUpstreams(ctx context.Context, ucs []config.Upstream) erro
 		}
 	}
 	next := upstream.NewSet(ups)
+	p.setRequired(ucs)
 	p.upstreams.Swap(next)
 	p.startUpstreams(p.started, fresh)
 	p.hub.Rewatch()
