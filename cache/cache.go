@@ -188,15 +188,8 @@ func New(o Options) (*Cache, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	c.stop = stop
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		c.redis.listen(ctx, c.applyRemote, c.flushMemory)
-	}()
-	go func() {
-		defer wg.Done()
-		c.redis.heartbeat(ctx, heartbeatEvery)
-	}()
+	wg.Go(func() { c.redis.listen(ctx, c.applyRemote, c.flushMemory) })
+	wg.Go(func() { c.redis.heartbeat(ctx, heartbeatEvery) })
 	go func() {
 		wg.Wait()
 		close(c.done)
@@ -428,7 +421,7 @@ func (c *Cache) serveStale(l *lookup, err error) (json.RawMessage, error) {
 func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup, ls lease) outcome {
 	l.st.fills.Add(1)
 	if c.redis != nil {
-		defer func() { c.redis.releaseLater(ls) }() // a no-op once write took it
+		defer func() { c.redis.releaseLater(ls, false) }() // a no-op once write took it
 	}
 	res, err := fill(ctx)
 	if err != nil {

@@ -102,14 +102,14 @@ func (s *redisTier) release(ctx context.Context, l lease, stored bool) {
 }
 
 // releaseLater releases l in the background (the caller has its answer).
-func (s *redisTier) releaseLater(l lease) {
+func (s *redisTier) releaseLater(l lease, stored bool) {
 	if l.key == "" {
 		return
 	}
 	s.pending.Add(1)
 	go func() {
 		defer s.pending.Done()
-		s.release(context.Background(), l, false)
+		s.release(context.Background(), l, stored)
 	}()
 }
 
@@ -130,7 +130,7 @@ func (c *Cache) fillShared(ctx context.Context, fill Fill, l *lookup, accept fun
 			// Look again, as inside a single flight: the holder before us
 			// may have stored the entry and let go just now.
 			if res, ok := c.fromRedisIf(ctx, l, c.now(), accept); ok {
-				c.redis.release(ctx, ls, true)
+				c.redis.releaseLater(ls, true)
 				l.st.sharedFills.Add(1)
 				return outcome{result: res, reusable: res, fp: l.fp}
 			}

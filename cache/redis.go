@@ -40,8 +40,9 @@ type redisTier struct {
 	// missed holds the upstreams whose invalidations could not reach
 	// Redis; the next successful contact raises their epochs, so that
 	// nothing of theirs written before it is served again.
-	missedMu sync.Mutex
-	missed   map[string]bool
+	missedMu  sync.Mutex
+	missed    map[string]bool
+	anyMissed atomic.Bool // len(missed) > 0, read without the lock on every call
 }
 
 // maxWrites bounds the asynchronous writes in flight; beyond it a write is
@@ -271,6 +272,7 @@ func (s *redisTier) invalidate(ctx context.Context, upstream, th string) bool {
 			s.missed = map[string]bool{}
 		}
 		s.missed[upstream] = true
+		s.anyMissed.Store(true)
 		s.missedMu.Unlock()
 	}
 	return ok
@@ -281,6 +283,9 @@ func (s *redisTier) invalidate(ctx context.Context, upstream, th string) bool {
 // generation, so all their shared entries written so far are retired), and
 // tells the other replicas to flush their memory.
 func (s *redisTier) raiseMissed(ctx context.Context) error {
+	if !s.anyMissed.Load() {
+		return nil
+	}
 	s.missedMu.Lock()
 	defer s.missedMu.Unlock()
 	if len(s.missed) == 0 {
@@ -295,6 +300,7 @@ func (s *redisTier) raiseMissed(ctx context.Context) error {
 			return err
 		}
 		delete(s.missed, upstream)
+		s.anyMissed.Store(len(s.missed) > 0)
 		s.log.Info("redis: invalidations were missed while it was unreachable; the upstream's shared entries written before now are retired", "upstream", upstream)
 	}
 	msg, _ := json.Marshal(invalidation{Origin: s.origin})
