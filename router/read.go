@@ -36,11 +36,11 @@ func (r *Router) read(ctx context.Context, set *upstream.Set, req *mcp.Request) 
 			r.routes.served(uri, name)
 			return res, nil
 		}
-		if !isNotFound(err) && !isUnavailable(err) {
-			return nil, err
-		}
-		if isNotFound(err) {
+		switch {
+		case isNotFound(err):
 			r.routes.gone(uri, name)
+		case !isUnavailable(err):
+			return nil, err
 		}
 		if lastErr == nil || isUnavailable(err) {
 			lastErr = err

@@ -10,6 +10,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -201,10 +202,12 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 		// Every spelling of one URI is one entry, under one tag (the
 		// upstream is still asked with the caller's spelling).
 		tag = mcp.NormalizeURI(req.Params.String("uri"))
-		k := *req
-		k.Params = req.Params.Clone()
-		k.Params["uri"] = jsonrpc.Quote(tag)
-		key = &k
+		if q := jsonrpc.Quote(tag); !bytes.Equal(req.Params["uri"], q) {
+			k := *req
+			k.Params = req.Params.Clone()
+			k.Params["uri"] = q
+			key = &k
+		}
 	}
 	return r.cache.Get(ctx, cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: key, Forwarded: u.ForwardHeaders()}, fill)
 }

@@ -158,6 +158,12 @@ func (t *routes) owner(names []string, list, name string) (string, bool) {
 // served records that upstream answered a read of uri: a resource found
 // away from its recorded owner has moved, and the new place owns it.
 func (t *routes) served(uri, upstream string) {
+	t.mu.RLock()
+	owner, ok := t.uris[uri]
+	t.mu.RUnlock()
+	if !ok || owner == upstream {
+		return // every read lands here: no write lock for it
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if owner, ok := t.uris[uri]; ok && owner != upstream {

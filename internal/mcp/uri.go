@@ -89,6 +89,9 @@ func lowerHost(authority string) string {
 // lowerASCII lowercases A-Z only. Unicode case mapping would join
 // spellings an upstream tells apart (the Kelvin sign lowercases to 'k').
 func lowerASCII(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' }) {
+		return s
+	}
 	b := []byte(s)
 	for i, c := range b {
 		if c >= 'A' && c <= 'Z' {
