@@ -19,15 +19,17 @@ import (
 // isLegacyInitialize reports a legacy client's first request: initialize
 // without the modern `_meta` protocol version.
 func isLegacyInitialize(msg *jsonrpc.Message) bool {
-	if msg.Method != mcp.MethodInitialize || !msg.IsRequest() {
-		return false
-	}
+	return msg.Method == mcp.MethodInitialize && msg.IsRequest() && !isModern(msg)
+}
+
+// isModern reports a request carrying the modern `_meta` protocol version.
+func isModern(msg *jsonrpc.Message) bool {
 	params, err := msg.ParamsObject()
 	if err != nil {
-		return true
+		return false
 	}
 	meta, err := params.Object("_meta")
-	return err != nil || meta[mcp.MetaProtocolVersion] == nil
+	return err == nil && meta[mcp.MetaProtocolVersion] != nil
 }
 
 func (h *HTTP) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {

@@ -32,9 +32,8 @@ type Stdio struct {
 
 	out      io.Writer
 	outMu    sync.Mutex
-	ctx      context.Context // the stream's
-	requests sync.WaitGroup  // requests running
-	streams  sync.WaitGroup  // the session's notifications
+	requests sync.WaitGroup // requests running
+	streams  sync.WaitGroup // the session's notifications
 
 	mu       sync.Mutex
 	inflight map[string]context.CancelFunc // by request id
@@ -55,7 +54,6 @@ func NewStdio(d *Dispatcher, limit int, drain time.Duration, log *slog.Logger) *
 func (s *Stdio) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	s.out = out
 	ctx, cancel := context.WithCancel(ctx)
-	s.ctx = ctx
 	defer func() {
 		finished := make(chan struct{})
 		go func() { s.requests.Wait(); close(finished) }()
@@ -84,8 +82,6 @@ func (s *Stdio) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	}
 	return nil
 }
-
-var errLineTooLong = errors.New("line too long")
 
 // readLine reads one line; a line over max is read to its end and
 // reported.
@@ -202,23 +198,13 @@ func (s *Stdio) initialize(ctx context.Context, msg *jsonrpc.Message, w *lineWri
 	s.streams.Add(1)
 	go func() {
 		defer s.streams.Done()
-		// The stream's context, not the request's: notifications last as
-		// long as the stream does.
-		err := s.legacy.Notifications(s.ctx, sess.ID, func(b []byte) error { s.write(b); return nil }, func() error { return nil })
+		// ctx is the stream's (initialize is read in line, not as a
+		// request): notifications last as long as the stream does.
+		err := s.legacy.Notifications(ctx, sess.ID, func(b []byte) error { s.write(b); return nil }, func() error { return nil })
 		if err != nil && !errors.Is(err, session.ErrUnknown) {
 			s.log.Debug("stdio session notifications ended", "err", err)
 		}
 	}()
-}
-
-// isModern reports a request carrying the modern `_meta` protocol version.
-func isModern(msg *jsonrpc.Message) bool {
-	params, err := msg.ParamsObject()
-	if err != nil {
-		return false
-	}
-	meta, err := params.Object("_meta")
-	return err == nil && meta[mcp.MetaProtocolVersion] != nil
 }
 
 // write writes one message as a line; lines never interleave.

@@ -429,8 +429,6 @@ func targets(uri string, caps map[string]mcp.Capabilities, set *upstream.Set, ns
 	return out
 }
 
-// Close ends every subscription (ErrClosing) and waits, up to ctx, for their
-// frontends to close them.
 // Rewatch hands each upstream of the current set the URIs it must watch,
 // after a reload replaced some: a new client knows nothing of the
 // subscribers its predecessor served, and an unchanged one is told the
@@ -453,6 +451,8 @@ func (h *Hub) Open() int {
 // MaxURIs is the most resources one subscription may name (0: no bound).
 func (h *Hub) MaxURIs() int { return h.o.MaxURIs }
 
+// Close ends every subscription (ErrClosing) and waits, up to ctx, for their
+// frontends to close them.
 func (h *Hub) Close(ctx context.Context) error {
 	h.mu.Lock()
 	if !h.closed {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -155,9 +154,4 @@ func freeAddr() (string, error) {
 func rotate(ts []target, round int) []target {
 	k := round % len(ts)
 	return append(slices.Clone(ts[k:]), ts[:k]...)
-}
-
-// short names a target in the report's columns.
-func short(name string) string {
-	return strings.TrimPrefix(name, "TBXark/")
 }
