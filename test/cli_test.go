@@ -176,13 +176,7 @@ func TestCLIPathsRelativeToConfig(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-	eventually(t, 10*time.Second, func() error {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
+	waitListening(t, port)
 	if got := readText(t, url, "notes+file:///a.txt"); got != "relative" {
 		t.Errorf("read through a relative command = %q", got)
 	}
@@ -245,13 +239,7 @@ func TestCLIServeAndSignal(t *testing.T) {
 	}()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-	eventually(t, 10*time.Second, func() error {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
+	waitListening(t, port)
 	if got := readText(t, url, "two+file:///b.txt"); got != "bee" {
 		t.Errorf("read through the process = %q", got)
 	}
@@ -278,4 +266,16 @@ func TestCLIServeAndSignal(t *testing.T) {
 	if !strings.Contains(logs.String(), "manifold stopped") {
 		t.Errorf("no clean stop in the log:\n%s", logs)
 	}
+}
+
+// waitListening waits until something accepts connections on port.
+func waitListening(t *testing.T, port int) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
 }

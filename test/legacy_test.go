@@ -87,18 +87,7 @@ func TestLegacyGoSDKClient(t *testing.T) {
 			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "web+test://web/1"}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 10*time.Second, func() error {
-				updateUpstream(t, s, "test://web/1")
-				select {
-				case uri := <-updated:
-					if uri != "web+test://web/1" {
-						return fmt.Errorf("update of %s", uri)
-					}
-					return nil
-				case <-time.After(300 * time.Millisecond):
-					return errors.New("no update yet")
-				}
-			})
+			awaitWebUpdate(t, s, updated)
 		})
 	}
 }
@@ -154,18 +143,7 @@ func TestLegacyMcpGoClient(t *testing.T) {
 	if err := c.Subscribe(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
-		updateUpstream(t, s, "test://web/1")
-		select {
-		case uri := <-updated:
-			if uri != "web+test://web/1" {
-				return fmt.Errorf("update of %s", uri)
-			}
-			return nil
-		case <-time.After(300 * time.Millisecond):
-			return errors.New("no update yet")
-		}
-	})
+	awaitWebUpdate(t, s, updated)
 }
 
 // legacyPost sends one raw legacy request on session sid ("" for none).
@@ -444,4 +422,23 @@ func TestStdioMode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// awaitWebUpdate changes test://web/1 upstream until the subscriber hears
+// of web+test://web/1 (its subscription reaches the upstream a moment
+// after it was acknowledged).
+func awaitWebUpdate(t *testing.T, s *mcp.Server, updated <-chan string) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		updateUpstream(t, s, "test://web/1")
+		select {
+		case uri := <-updated:
+			if uri != "web+test://web/1" {
+				return fmt.Errorf("update of %s", uri)
+			}
+			return nil
+		case <-time.After(300 * time.Millisecond):
+			return errors.New("no update yet")
+		}
+	})
 }
