@@ -163,8 +163,9 @@ func (f *fingerprinter) compute(h http.Header) string {
 // and the digest and fingerprint are hex, so the fields cannot run into each
 // other. The braces are a Redis Cluster hash tag: every key of one upstream
 // (its entries, generations, revalidate-before time and epoch) lives in one
-// slot, so a lookup is one pipelined round trip to one node, on a Cluster
-// as on one server. Upstreams spread over the slots.
+// slot, so a lookup's keys are one pipelined round trip to one node, on a
+// Cluster as on one server. (Its TIME has no key: on a Cluster, go-redis
+// sends it to another node, in parallel.) Upstreams spread over the slots.
 func entryKey(prefix, upstream, tagHash, scope, fp, method, dig string) string {
 	return prefix + keyVersion + ":{" + upstream + "}:" + tagHash + ":" + scope + ":" + fp + ":" + method + ":" + dig
 }
