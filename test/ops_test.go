@@ -253,3 +253,48 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		}
 	}
 }
+
+// Error codes an upstream makes up do not become label values one by one:
+// 40 tool calls failing with 40 application codes add one code label, not 40.
+func TestMetricsCodeLabelsBounded(t *testing.T) {
+	up := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Arguments struct {
+					Code int `json:"code"`
+				} `json:"arguments"`
+			} `json:"params"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		w.Header().Set("Content-Type", "application/json")
+		meta := `"resultType":"complete","ttlMs":0,"cacheScope":"public"`
+		switch m.Method {
+		case "server/discover":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},%s}}`, m.ID, meta)
+		case "tools/list":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"fail","inputSchema":{"type":"object"}}],%s}}`, m.ID, meta)
+		case "tools/call":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"made up"}}`, m.ID, m.Params.Arguments.Code)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`, m.ID)
+		}
+	}))
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("a", up.URL))
+	for i := range 40 {
+		post(t, p.URL, headers("tools/call", "a_fail"), rpcBody(1, "tools/call", fmt.Sprintf(`"name":"a_fail","arguments":{"code":%d}`, 1000+i)))
+	}
+	codes := map[string]bool{}
+	for _, line := range strings.Split(scrape(t, p.URL), "\n") {
+		if strings.HasPrefix(line, `manifold_requests_total{`) && strings.Contains(line, `method="tools/call"`) {
+			_, rest, _ := strings.Cut(line, `code="`)
+			code, _, _ := strings.Cut(rest, `"`)
+			codes[code] = true
+		}
+	}
+	if len(codes) != 1 {
+		t.Errorf("tools/call error codes as labels: %v; want one label for every application code", codes)
+	}
+}

@@ -60,7 +60,7 @@ func newMetrics(p *Process) *metrics {
 // request is router.Observed's hook.
 func (m *metrics) request(method string, d time.Duration, err error) {
 	method = methodLabel(method)
-	m.requests.WithLabelValues(method, router.Code(err)).Inc()
+	m.requests.WithLabelValues(method, codeLabel(err)).Inc()
 	m.duration.WithLabelValues(method).Observe(d.Seconds())
 }
 
@@ -69,6 +69,18 @@ func (m *metrics) upstream(name string) func(string, time.Duration, error) {
 	return func(method string, d time.Duration, _ error) {
 		m.upstreamDuration.WithLabelValues(name, methodLabel(method)).Observe(d.Seconds())
 	}
+}
+
+// codeLabel is router.Code with the codes an upstream may make up (any
+// outside the JSON-RPC and MCP ones) counted as one, "application": a label
+// takes values from a bounded set.
+func codeLabel(err error) string {
+	code := router.Code(err)
+	switch code {
+	case "ok", "-32700", "-32600", "-32601", "-32602", "-32603", "-32020", "-32021", "-32022", "-32002":
+		return code
+	}
+	return "application"
 }
 
 func methodLabel(method string) string {
