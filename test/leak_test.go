@@ -390,3 +390,26 @@ func readRaw(ctx context.Context, url string, h http.Header, uri string) (string
 	}
 	return r.Result.Contents[0].Text, nil
 }
+
+// Case 1 for legacy callers: two 2025-11-25 sessions with different
+// credentials reading one private resource each get their own answer. Their
+// credential headers key the entry, and are forwarded, as a modern
+// caller's are.
+func TestLeak01LegacySessionsKeepCredentials(t *testing.T) {
+	h, _, p := hintedProxy(t, "")
+	read := `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"h+test://priv/legacy"}}`
+	for _, tok := range []string{"token-A", "token-B"} {
+		hd := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Authorization": {"Bearer " + tok}}
+		r := post(t, p.URL, hd, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+		hd.Set("Mcp-Session-Id", r.Header.Get("Mcp-Session-Id"))
+		hd.Set("MCP-Protocol-Version", "2025-11-25")
+		var res readResult
+		post(t, p.URL, hd, read).result(t, &res)
+		if len(res.Contents) != 1 || !strings.HasPrefix(res.Contents[0].Text, "for=Bearer "+tok+" ") {
+			t.Errorf("%s was served %+v", tok, res.Contents)
+		}
+	}
+	if n := h.count("test://priv/legacy"); n != 2 {
+		t.Errorf("upstream calls %d, want 2", n)
+	}
+}

@@ -88,7 +88,7 @@ func (h *HTTP) sessionPost(w http.ResponseWriter, r *http.Request, s *session.Se
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	h.legacy.Serve(r.Context(), s, msg, &httpWriter{w: w, sseOK: wantSSE, legacy: true})
+	h.legacy.Serve(r.Context(), s, msg, r.Header, &httpWriter{w: w, sseOK: wantSSE, legacy: true})
 }
 
 // sessionStream is the GET stream of a session: its notifications, until

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -108,8 +109,11 @@ func (l *Legacy) Message(ctx context.Context, s *session.Session, msg *jsonrpc.M
 	}
 }
 
-// Serve answers request msg of session s over w.
-func (l *Legacy) Serve(ctx context.Context, s *session.Session, msg *jsonrpc.Message, w Writer) {
+// Serve answers request msg of session s over w. header is the request's
+// transport header (nil on stdio): upstreams are forwarded the headers they
+// are configured to receive from it, and its credentials key the caller's
+// private cache entries, as for any modern request.
+func (l *Legacy) Serve(ctx context.Context, s *session.Session, msg *jsonrpc.Message, header http.Header, w Writer) {
 	ctx, cancel := context.WithCancel(ctx)
 	key := s.ID + "\x00" + string(msg.ID)
 	l.mu.Lock()
@@ -121,7 +125,7 @@ func (l *Legacy) Serve(ctx context.Context, s *session.Session, msg *jsonrpc.Mes
 		l.mu.Unlock()
 		cancel()
 	}()
-	res, err := l.serve(ctx, s, msg, w)
+	res, err := l.serve(ctx, s, msg, header, w)
 	if err != nil {
 		w.Error(msg.ID, legacyError(msg.Method, err))
 		return
@@ -129,7 +133,7 @@ func (l *Legacy) Serve(ctx context.Context, s *session.Session, msg *jsonrpc.Mes
 	w.Result(msg.ID, res)
 }
 
-func (l *Legacy) serve(ctx context.Context, s *session.Session, msg *jsonrpc.Message, w Writer) (json.RawMessage, *jsonrpc.Error) {
+func (l *Legacy) serve(ctx context.Context, s *session.Session, msg *jsonrpc.Message, header http.Header, w Writer) (json.RawMessage, *jsonrpc.Error) {
 	switch msg.Method {
 	case mcp.MethodPing:
 		return json.RawMessage(`{}`), nil
@@ -146,6 +150,7 @@ func (l *Legacy) serve(ctx context.Context, s *session.Session, msg *jsonrpc.Mes
 	if rpcErr != nil {
 		return nil, rpcErr
 	}
+	req.Header = header
 	return l.call(ctx, s, req, w)
 }
 

@@ -167,7 +167,7 @@ func (s *Stdio) request(ctx context.Context, msg *jsonrpc.Message) {
 	if sess := s.session(); sess != nil && !isModern(msg) {
 		// The session's state may have changed since: read it afresh.
 		if current, err := s.legacy.Session(ctx, sess.ID); err == nil {
-			s.legacy.Serve(ctx, current, msg, w)
+			s.legacy.Serve(ctx, current, msg, nil, w)
 			return
 		}
 	}
