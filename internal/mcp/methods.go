@@ -93,6 +93,15 @@ func Lookup(name string) (*Method, bool) {
 	return m, ok
 }
 
+// Names lists the methods of the table, in no particular order.
+func Names() []string {
+	names := make([]string, 0, len(methods))
+	for name := range methods {
+		names = append(names, name)
+	}
+	return names
+}
+
 // Cacheable reports whether results of method may carry cache hints and be
 // stored.
 func Cacheable(method string) bool {

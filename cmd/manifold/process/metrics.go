@@ -23,6 +23,15 @@ type metrics struct {
 	duration         *prometheus.HistogramVec
 	upstreamDuration *prometheus.HistogramVec
 	reloads          *prometheus.CounterVec
+	// series holds each method label's histogram and success counter,
+	// resolved once: a label lookup hashes and allocates, and a request's
+	// hook runs on every hit.
+	series map[string]methodSeries
+}
+
+type methodSeries struct {
+	duration prometheus.Observer
+	ok       prometheus.Counter
 }
 
 func newMetrics(p *Process) *metrics {
@@ -54,20 +63,39 @@ func newMetrics(p *Process) *metrics {
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)
 	}
+	m.series = map[string]methodSeries{}
+	for _, method := range append(mcp.Names(), "other") {
+		m.series[method] = methodSeries{m.duration.WithLabelValues(method), m.requests.WithLabelValues(method, "ok")}
+	}
 	return m
 }
 
 // request is router.Observed's hook.
 func (m *metrics) request(method string, d time.Duration, err error) {
-	method = methodLabel(method)
+	s, ok := m.series[method]
+	if !ok {
+		method, s = "other", m.series["other"]
+	}
+	s.duration.Observe(d.Seconds())
+	if err == nil {
+		s.ok.Inc()
+		return
+	}
 	m.requests.WithLabelValues(method, codeLabel(err)).Inc()
-	m.duration.WithLabelValues(method).Observe(d.Seconds())
 }
 
 // upstream returns an upstream's Observe hook.
 func (m *metrics) upstream(name string) func(string, time.Duration, error) {
+	observers := map[string]prometheus.Observer{}
+	for _, method := range append(mcp.Names(), "other") {
+		observers[method] = m.upstreamDuration.WithLabelValues(name, method)
+	}
 	return func(method string, d time.Duration, _ error) {
-		m.upstreamDuration.WithLabelValues(name, methodLabel(method)).Observe(d.Seconds())
+		o, ok := observers[method]
+		if !ok {
+			o = observers["other"]
+		}
+		o.Observe(d.Seconds())
 	}
 }
 
@@ -81,13 +109,6 @@ func codeLabel(err error) string {
 		return code
 	}
 	return "application"
-}
-
-func methodLabel(method string) string {
-	if _, ok := mcp.Lookup(method); ok {
-		return method
-	}
-	return "other"
 }
 
 // stateCollector reports what is read at scrape time: each upstream's
