@@ -64,6 +64,10 @@ type Request struct {
 	// Forwarded names the caller headers passed on to the upstream: they
 	// can change its answer, so they are part of the key.
 	Forwarded []string
+	// Principal, when set, keys the caller's private entries instead of
+	// its credential headers: it names the caller across token refreshes.
+	// Set it only when the upstream cannot answer per token.
+	Principal string
 }
 
 // Fill produces the answer to a miss: the result as the caller must see it,
@@ -275,7 +279,7 @@ func (c *Cache) newLookup(r Request, st *counters) (*lookup, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &lookup{r: r, st: st, fp: c.fp.of(r.Req.Header), dig: dig, th: tagHash(r.Tag)}
+	l := &lookup{r: r, st: st, fp: c.fp.of(r.Req.Header, r.Principal), dig: dig, th: tagHash(r.Tag)}
 	l.gid = r.Upstream + "\x00" + l.th
 	prefix := ""
 	if c.redis != nil {

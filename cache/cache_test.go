@@ -191,13 +191,21 @@ func TestDigestCanonical(t *testing.T) {
 
 func TestFingerprintNeverTheToken(t *testing.T) {
 	f := newFingerprinter([]byte("s"), []string{"authorization"})
-	a := f.of(http.Header{"Authorization": {"Bearer secret-token-A"}})
-	b := f.of(http.Header{"Authorization": {"Bearer secret-token-B"}})
+	a := f.of(http.Header{"Authorization": {"Bearer secret-token-A"}}, "")
+	b := f.of(http.Header{"Authorization": {"Bearer secret-token-B"}}, "")
 	if a == b || strings.Contains(a, "secret") || len(a) != 32 {
 		t.Errorf("fingerprints %q %q", a, b)
 	}
-	if g := newFingerprinter([]byte("other"), []string{"Authorization"}).of(http.Header{"Authorization": {"Bearer secret-token-A"}}); g == a {
+	if g := newFingerprinter([]byte("other"), []string{"Authorization"}).of(http.Header{"Authorization": {"Bearer secret-token-A"}}, ""); g == a {
 		t.Error("the fingerprint does not depend on the secret")
+	}
+	// A principal keys the caller whatever its token, and is never a
+	// credential's fingerprint.
+	pa := f.of(http.Header{"Authorization": {"Bearer secret-token-A"}}, `["iss","alice"]`)
+	pb := f.of(http.Header{"Authorization": {"Bearer secret-token-B"}}, `["iss","alice"]`)
+	pc := f.of(http.Header{"Authorization": {"Bearer secret-token-A"}}, `["iss","bob"]`)
+	if pa != pb || pa == pc || pa == a || strings.Contains(pa, "alice") {
+		t.Errorf("principal fingerprints %q %q %q (credential %q)", pa, pb, pc, a)
 	}
 }
 
@@ -283,7 +291,7 @@ func TestSharedValueIdentityChecked(t *testing.T) {
 		return len(keys) == 1
 	})
 	// Plant A's value under B's private key.
-	keyB := strings.Replace(keys[0], a.fp.of(ra.Req.Header), a.fp.of(rb.Req.Header), 1)
+	keyB := strings.Replace(keys[0], a.fp.of(ra.Req.Header, ""), a.fp.of(rb.Req.Header, ""), 1)
 	if n, err := rc.Copy(ctx, keys[0], keyB, 0, false).Result(); err != nil || n != 1 {
 		t.Fatalf("COPY: %v", err)
 	}

@@ -133,7 +133,13 @@ func newFingerprinter(secret []byte, headers []string) *fingerprinter {
 	return f
 }
 
-func (f *fingerprinter) of(h http.Header) string {
+// of is the fingerprint of a caller: of its principal when it has one (with
+// a "p" in front, so it can equal no credential's), else of its credential
+// headers.
+func (f *fingerprinter) of(h http.Header, principal string) string {
+	if principal != "" {
+		return "p" + f.mac(func(m hash.Hash) { m.Write([]byte(principal)) })
+	}
 	for _, name := range f.headers {
 		if _, ok := h[name]; ok {
 			return f.compute(h)
@@ -143,18 +149,25 @@ func (f *fingerprinter) of(h http.Header) string {
 }
 
 func (f *fingerprinter) compute(h http.Header) string {
+	return f.mac(func(m hash.Hash) {
+		var n [binary.MaxVarintLen64]byte
+		for _, name := range f.headers {
+			vals := h.Values(name)
+			m.Write(n[:binary.PutUvarint(n[:], uint64(len(vals)))])
+			for _, v := range vals {
+				m.Write(n[:binary.PutUvarint(n[:], uint64(len(v)))])
+				m.Write([]byte(v))
+			}
+		}
+	})
+}
+
+// mac returns, in hex, the first half of the HMAC of what write writes.
+func (f *fingerprinter) mac(write func(hash.Hash)) string {
 	m := f.macs.Get().(hash.Hash)
 	defer f.macs.Put(m)
 	m.Reset()
-	var n [binary.MaxVarintLen64]byte
-	for _, name := range f.headers {
-		vals := h.Values(name)
-		m.Write(n[:binary.PutUvarint(n[:], uint64(len(vals)))])
-		for _, v := range vals {
-			m.Write(n[:binary.PutUvarint(n[:], uint64(len(v)))])
-			m.Write([]byte(v))
-		}
-	}
+	write(m)
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(m.Sum(sum[:0])[:16])
 }

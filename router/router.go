@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/cache"
+	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/namespace"
@@ -209,7 +210,18 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 			key = &k
 		}
 	}
-	return r.cache.Get(ctx, cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: key, Forwarded: u.ForwardHeaders()}, fill)
+	return r.cache.Get(ctx, cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: key,
+		Forwarded: u.ForwardHeaders(), Principal: principalKey(ctx, u)}, fill)
+}
+
+// principalKey is what keys the caller's private entries of u instead of
+// its credential: its principal, when that names the caller across token
+// refreshes (a JWT's) and u answers per principal, not per token.
+func principalKey(ctx context.Context, u *upstream.Upstream) string {
+	if p := auth.From(ctx); p != nil && p.Keyed && u.KeyByPrincipal() {
+		return p.ID
+	}
+	return ""
 }
 
 // call asks the upstream and puts its answer in the shape the cache stores

@@ -18,27 +18,12 @@ import (
 // (scripts/node-deps) and names it in MANIFOLD_NODE and
 // MANIFOLD_NODE_MODULES.
 func TestLegacyTypeScriptClient(t *testing.T) {
-	node, modules := os.Getenv("MANIFOLD_NODE"), os.Getenv("MANIFOLD_NODE_MODULES")
-	if node == "" || modules == "" {
-		t.Skip("MANIFOLD_NODE and MANIFOLD_NODE_MODULES are not set: run `make test`, which installs Node 22 and the TypeScript SDK")
-	}
-	// ES modules resolve packages next to the script: run a copy beside a
-	// link to the installed node_modules.
-	dir := t.TempDir()
-	script, err := os.ReadFile("ts/legacy-client.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "client.mjs"), script, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
+	node := nodeOrSkip(t)
+	script := tsScript(t, "legacy-client.mjs")
 	p, s := legacyFixture(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "client.mjs"), p.URL)
+	cmd := exec.CommandContext(ctx, node, script, p.URL)
 	cmd.Stderr = testWriter{t}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -78,4 +63,33 @@ func TestLegacyTypeScriptClient(t *testing.T) {
 	if !strings.Contains(string(steps["resources"]), "web+test://web/0") {
 		t.Errorf("resources: %s", steps["resources"])
 	}
+}
+
+// nodeOrSkip returns the Node 22 that `make test` installs with the
+// TypeScript SDK (scripts/node-deps), or skips the test without it.
+func nodeOrSkip(t *testing.T) string {
+	node, modules := os.Getenv("MANIFOLD_NODE"), os.Getenv("MANIFOLD_NODE_MODULES")
+	if node == "" || modules == "" {
+		t.Skip("MANIFOLD_NODE and MANIFOLD_NODE_MODULES are not set: run `make test`, which installs Node 22 and the TypeScript SDK")
+	}
+	return node
+}
+
+// tsScript returns the path of a runnable copy of test/ts/name: ES modules
+// resolve packages next to the script, so the copy sits beside a link to
+// the installed node_modules.
+func tsScript(t *testing.T, name string) string {
+	dir := t.TempDir()
+	script, err := os.ReadFile(filepath.Join("ts", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, script, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(os.Getenv("MANIFOLD_NODE_MODULES"), filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

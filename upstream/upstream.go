@@ -65,6 +65,10 @@ type Options struct {
 	// caller headers passed on.
 	Header         http.Header
 	ForwardHeaders []string
+	// KeyByPrincipal says the server answers per authenticated principal,
+	// not per credential: it is forwarded none, or is configured so. Its
+	// private cache entries are then keyed by the principal.
+	KeyByPrincipal bool
 	// Transport carries the HTTP requests. Nil means a pooled transport of
 	// Manifold's own, configured with TLS; tests and tracing wrap or
 	// replace it.
@@ -193,6 +197,9 @@ func (u *Upstream) EraChanges() uint64 { return u.eraChanges.Load() }
 
 // ForwardHeaders names the caller headers passed on to this upstream.
 func (u *Upstream) ForwardHeaders() []string { return u.o.ForwardHeaders }
+
+// KeyByPrincipal reports whether the server answers per principal.
+func (u *Upstream) KeyByPrincipal() bool { return u.o.KeyByPrincipal }
 
 // Info returns what the server declared, probing it first if needed.
 func (u *Upstream) Info(ctx context.Context) (Info, error) {

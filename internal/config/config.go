@@ -93,13 +93,36 @@ type Sessions struct {
 	Max int `yaml:"max"`
 }
 
-// Auth makes Manifold authenticate its callers itself. With no tokens,
-// every caller is admitted and upstreams judge the credentials forwarded to
-// them.
+// Auth makes Manifold authenticate its callers itself. With neither
+// tokens nor JWT, every caller is admitted and upstreams judge the
+// credentials forwarded to them.
 type Auth struct {
-	// BearerTokens are the accepted `Authorization: Bearer` tokens.
+	// BearerTokens are accepted static `Authorization: Bearer` tokens, each
+	// the token itself or "sha256:<hex>" of it.
 	BearerTokens []string `yaml:"bearer_tokens"`
+	// JWT accepts tokens signed by an identity provider.
+	JWT JWT `yaml:"jwt"`
+	// PrincipalClaims name, with iss and sub, who a JWT's caller is.
+	PrincipalClaims []string `yaml:"principal_claims"`
+	// Resource is the endpoint's canonical URL in the protected resource
+	// metadata; empty derives it from each request's Host.
+	Resource             string   `yaml:"resource"`
+	AuthorizationServers []string `yaml:"authorization_servers"`
+	ScopesSupported      []string `yaml:"scopes_supported"`
 }
+
+// JWT configures JWT validation; it is on when Issuer is set.
+type JWT struct {
+	Issuer    string   `yaml:"issuer"`
+	Audiences []string `yaml:"audiences"`
+	JWKSURL   string   `yaml:"jwks_url"`
+	JWKSFile  string   `yaml:"jwks_file"`
+	// Leeway tolerates clock skew on exp and nbf.
+	Leeway time.Duration `yaml:"leeway"`
+}
+
+// Enabled reports whether callers must authenticate.
+func (a Auth) Enabled() bool { return len(a.BearerTokens) > 0 || a.JWT.Issuer != "" }
 
 // Cache configures the two-tier response cache.
 type Cache struct {
@@ -200,6 +223,12 @@ type Upstream struct {
 	// did not allow.
 	DefaultTTL   time.Duration `yaml:"default_ttl"`
 	DefaultScope string        `yaml:"default_scope"`
+	// CacheKey says what keys the upstream's private entries: "credential"
+	// (the caller's credential headers; the default) or "principal" (the
+	// authenticated JWT principal, so a refreshed token keeps its entries).
+	// An upstream that is not forwarded a credential cannot answer per
+	// token, so its private entries are keyed by the principal either way.
+	CacheKey string `yaml:"cache_key"`
 }
 
 // Filter selects names by glob (path.Match syntax, on the upstream's own

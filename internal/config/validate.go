@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
@@ -56,6 +57,8 @@ const (
 	DefaultCallTimeout      = 5 * time.Minute
 	DefaultRetries          = 2
 	DefaultMaxIdleConns     = 64
+	CacheKeyCredential      = "credential"
+	CacheKeyPrincipal       = "principal"
 	DefaultMaxResponseBytes = 16 << 20
 	DefaultMemoryBytes      = 64 << 20
 	DefaultMaxEntryBytes    = 1 << 20
@@ -83,6 +86,7 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Subscriptions.MaxURIsPerUpstream, 10_000)
 	setDefault(&c.Sessions.IdleTimeout, 30*time.Minute)
 	setDefault(&c.Sessions.Max, 10_000)
+	setDefault(&c.Auth.JWT.Leeway, 30*time.Second)
 	c.Cache.applyDefaults()
 	for i := range c.Upstreams {
 		c.Upstreams[i].applyDefaults()
@@ -120,6 +124,7 @@ func (u *Upstream) applyDefaults() {
 	setDefault(&u.CallTimeout, DefaultCallTimeout)
 	setDefault(&u.MaxResponseBytes, DefaultMaxResponseBytes)
 	setDefault(&u.MaxIdleConns, DefaultMaxIdleConns)
+	setDefault(&u.CacheKey, CacheKeyCredential)
 	setDefault(&u.DefaultScope, "private")
 }
 
@@ -161,11 +166,7 @@ func (c *Config) validate() []Problem {
 	if c.Sessions.Max < 1 {
 		ps.add("sessions.max", "must be at least 1")
 	}
-	for i, tok := range c.Auth.BearerTokens {
-		if len(tok) < 16 {
-			ps.add(fmt.Sprintf("auth.bearer_tokens[%d]", i), "must be at least 16 characters")
-		}
-	}
+	c.Auth.validate(&ps)
 	c.validateUpstreams(&ps)
 	return ps
 }
@@ -295,6 +296,9 @@ func (u *Upstream) validateBounds(bad complain) {
 	}
 	if u.MaxIdleConns < 1 || u.MaxIdleConns > 4096 {
 		bad("max_idle_conns", "must be between 1 and 4096")
+	}
+	if u.CacheKey != CacheKeyCredential && u.CacheKey != CacheKeyPrincipal {
+		bad("cache_key", "must be credential or principal")
 	}
 	if u.MaxResponseBytes < 1024 {
 		bad("max_response_bytes", "must be at least 1KiB")
@@ -490,4 +494,64 @@ func (r *Redis) validate(bad complain) {
 	if r.BreakerCooldown < 10*time.Millisecond {
 		bad("redis.breaker_cooldown", "must be at least 10ms")
 	}
+}
+
+// validate checks the static tokens, the JWT settings and the metadata.
+func (a *Auth) validate(ps *problems) {
+	for i, tok := range a.BearerTokens {
+		path := fmt.Sprintf("auth.bearer_tokens[%d]", i)
+		if strings.HasPrefix(tok, auth.HashPrefix) {
+			if _, err := auth.TokenDigest(tok); err != nil {
+				ps.add(path, "%v", err)
+			}
+		} else if len(tok) < 16 {
+			ps.add(path, "must be at least 16 characters")
+		}
+	}
+	j := a.JWT
+	if j.Issuer == "" {
+		if len(j.Audiences) > 0 || j.JWKSURL != "" || j.JWKSFile != "" || len(a.PrincipalClaims) > 0 {
+			ps.add("auth.jwt.issuer", "is required when auth.jwt or auth.principal_claims is set")
+		}
+	} else {
+		if len(j.Audiences) == 0 {
+			ps.add("auth.jwt.audiences", "must name at least one audience")
+		}
+		if (j.JWKSURL == "") == (j.JWKSFile == "") {
+			ps.add("auth.jwt", "needs exactly one of jwks_url and jwks_file")
+		}
+		if j.JWKSURL != "" {
+			checkSecureURL(ps, "auth.jwt.jwks_url", j.JWKSURL)
+		}
+	}
+	if j.Leeway < 0 || j.Leeway > 5*time.Minute {
+		ps.add("auth.jwt.leeway", "must be between 0 and 5m")
+	}
+	if a.Resource != "" {
+		checkSecureURL(ps, "auth.resource", a.Resource)
+	}
+	for i, s := range a.AuthorizationServers {
+		checkSecureURL(ps, fmt.Sprintf("auth.authorization_servers[%d]", i), s)
+	}
+}
+
+// checkSecureURL wants an absolute https URL, or http on a loopback host.
+func checkSecureURL(ps *problems, path, raw string) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || u.Host == "":
+		ps.add(path, "must be an absolute URL")
+	case u.Scheme == "https":
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+	default:
+		ps.add(path, "must be https (http only on a loopback host)")
+	}
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -1,8 +1,7 @@
 package frontend
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 )
 
@@ -72,43 +72,32 @@ func CheckOrigin(allowed []string) Link {
 	})
 }
 
-// RequireBearer admits only callers carrying one of tokens, before the body
-// is read and long before any cache is consulted: a caller who is not
-// admitted learns nothing, public entries included. With no tokens it
-// admits everyone, and upstreams judge the credentials forwarded to them.
-func RequireBearer(tokens []string) Link {
-	if len(tokens) == 0 {
+// Authenticate admits only callers a knows, before the body is read and
+// long before any cache is consulted: a caller who is not admitted learns
+// nothing, public entries included. It answers the others 401 with a
+// challenge naming the protected resource metadata (RFC 9728), which tells
+// an MCP client where to get a token, and passes the principal on in the
+// request's context. With authentication off it admits everyone, and
+// upstreams judge the credentials forwarded to them.
+func Authenticate(a *auth.Authenticator, res auth.Resource, log *slog.Logger) Link {
+	if !a.Enabled() {
 		return func(next http.Handler) http.Handler { return next }
-	}
-	digests := make([][32]byte, len(tokens))
-	for i, t := range tokens {
-		digests[i] = sha256.Sum256([]byte(t))
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !bearerAdmitted(digests, r.Header.Get("Authorization")) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="manifold"`)
+			p, err := a.Authenticate(r.Context(), r)
+			if err != nil {
+				invalid := errors.Is(err, auth.ErrInvalidToken)
+				if invalid {
+					log.Debug("token refused", "err", err, "remote", r.RemoteAddr)
+				}
+				w.Header().Set("WWW-Authenticate", res.Challenge(r, invalid))
 				writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "unauthorized: a valid bearer token is required"), http.StatusUnauthorized)
 				return
 			}
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 		})
 	}
-}
-
-// bearerAdmitted checks the token in constant time. Comparing digests keeps
-// the token's length out of the timing too.
-func bearerAdmitted(digests [][32]byte, authorization string) bool {
-	tok, ok := strings.CutPrefix(authorization, "Bearer ")
-	if !ok {
-		return false
-	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	match := 0
-	for _, want := range digests {
-		match |= subtle.ConstantTimeCompare(got[:], want[:])
-	}
-	return match == 1
 }
 
 // SingleValued refuses (400) a request that repeats one of headers: with

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/namespace"
@@ -152,11 +153,16 @@ func TestChainLinks(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	a, err := auth.New(auth.Options{BearerTokens: []string{"token-0123456789abcdef"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := Chain(inner,
-		Recover(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		Recover(quiet),
 		CheckHost([]string{"gw.example.com"}),
 		CheckOrigin([]string{"https://app.example.com"}),
-		RequireBearer([]string{"token-0123456789abcdef"}),
+		Authenticate(a, auth.Resource{Endpoint: "/mcp"}, quiet),
 		LimitBody(16),
 	)
 	srv := httptest.NewServer(h)

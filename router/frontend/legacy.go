@@ -2,6 +2,8 @@ package frontend
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/router/hub"
@@ -67,7 +70,7 @@ func (l *Legacy) Initialize(ctx context.Context, msg *jsonrpc.Message) (*session
 	if !slices.Contains(Negotiable, version) {
 		version = Negotiable[0] // the newest we speak; the caller decides whether it can
 	}
-	s := &session.Session{ID: session.NewID(), Version: version, ClientCapabilities: p.Capabilities, ClientInfo: p.ClientInfo}
+	s := &session.Session{ID: session.NewID(), Version: version, ClientCapabilities: p.Capabilities, ClientInfo: p.ClientInfo, Owner: ownerOf(ctx)}
 	if err := l.store.Create(ctx, s); err != nil {
 		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "cannot open a session: %v", err)
 	}
@@ -77,9 +80,26 @@ func (l *Legacy) Initialize(ctx context.Context, msg *jsonrpc.Message) (*session
 	return s, res, nil
 }
 
-// Session returns the session id names, or session.ErrUnknown.
+// Session returns the session id names, or session.ErrUnknown: also when
+// another principal than the one that opened it asks, so that a session id
+// seen in a log is of no use to anyone else, and nothing says it exists.
 func (l *Legacy) Session(ctx context.Context, id string) (*session.Session, error) {
-	return l.store.Get(ctx, id)
+	s, err := l.store.Get(ctx, id)
+	if err == nil && s.Owner != ownerOf(ctx) {
+		return nil, session.ErrUnknown
+	}
+	return s, err
+}
+
+// ownerOf names the caller a session belongs to: a digest of its
+// principal, "" when callers are not authenticated.
+func ownerOf(ctx context.Context) string {
+	p := auth.From(ctx)
+	if p == nil {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(p.ID))
+	return hex.EncodeToString(sum[:16])
 }
 
 // End deletes a session.

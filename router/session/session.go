@@ -35,6 +35,10 @@ type Session struct {
 	LogLevel string `json:"log,omitempty"`
 	// Subscriptions are the merged-view URIs of resources/subscribe.
 	Subscriptions []string `json:"subs,omitempty"`
+	// Owner is a digest of the principal that opened the session (never
+	// its token); only that principal may use it. "" without
+	// authentication.
+	Owner string `json:"own,omitempty"`
 }
 
 // NewID returns a session id of 192 random bits, URL-safe.

@@ -36,7 +36,7 @@ func (p *Process) ops(mux *http.ServeMux, admin bool) {
 		// As /mcp: a page in a browser must not reach them through DNS
 		// rebinding or from another site.
 		return frontend.Chain(h, frontend.CheckHost(p.cfg.AllowedHosts), frontend.CheckOrigin(p.cfg.AllowedOrigins),
-			frontend.RequireBearer(p.cfg.Auth.BearerTokens))
+			frontend.Authenticate(p.auth, p.resource, p.log))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")

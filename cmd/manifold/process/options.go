@@ -12,11 +12,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/hashicorp/go-retryablehttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/manifold-mcp/manifold/cache"
+	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/namespace"
@@ -48,7 +51,7 @@ func (p *Process) newUpstreams(ucs []config.Upstream) ([]*upstream.Upstream, err
 // newUpstream builds one client, its events going to the hub and its
 // exchanges to the metrics.
 func (p *Process) newUpstream(uc config.Upstream) (*upstream.Upstream, error) {
-	o, err := upstreamOptions(uc)
+	o, err := upstreamOptions(uc, p.cfg.Cache.CredentialHeaders)
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", uc.Name, err)
 	}
@@ -61,12 +64,13 @@ func (p *Process) newUpstream(uc config.Upstream) (*upstream.Upstream, error) {
 	return u, nil
 }
 
-func upstreamOptions(uc config.Upstream) (upstream.Options, error) {
+func upstreamOptions(uc config.Upstream, credentials []string) (upstream.Options, error) {
 	o := upstream.Options{
 		Name:           uc.Name,
 		URL:            uc.URL,
 		Header:         http.Header{},
 		ForwardHeaders: uc.ForwardHeaders,
+		KeyByPrincipal: uc.CacheKey == config.CacheKeyPrincipal || !forwardsAny(uc.ForwardHeaders, credentials),
 		Retries:        *uc.Retries,
 		Command:        uc.Command,
 		Dir:            uc.Dir,
@@ -96,6 +100,19 @@ func upstreamOptions(uc config.Upstream) (upstream.Options, error) {
 		o.TLS = tc
 	}
 	return o, nil
+}
+
+// forwardsAny reports whether forwarded names one of the credential
+// headers (header names are case-insensitive).
+func forwardsAny(forwarded, credentials []string) bool {
+	for _, f := range forwarded {
+		for _, c := range credentials {
+			if strings.EqualFold(f, c) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func tlsClientConfig(t config.TLS) (*tls.Config, error) {
@@ -191,4 +208,25 @@ func cursorSecret(cfg *config.Config, log *slog.Logger) []byte {
 	_, _ = rand.Read(secret)
 	log.Info("neither cursor_secret nor cache.secret is set: pagination cursors are valid on this process only")
 	return secret
+}
+
+// newAuthenticator builds the caller authentication of auth. The key set is
+// fetched with a few bounded retries: an identity provider's blip must not
+// refuse every caller with a new key.
+func newAuthenticator(cfg *config.Config, log *slog.Logger) (*auth.Authenticator, error) {
+	o := auth.Options{BearerTokens: cfg.Auth.BearerTokens, Logger: log}
+	if j := cfg.Auth.JWT; j.Issuer != "" {
+		rc := retryablehttp.NewClient()
+		rc.RetryMax, rc.RetryWaitMin, rc.RetryWaitMax = 2, 100*time.Millisecond, time.Second
+		rc.HTTPClient.Timeout = 5 * time.Second
+		rc.Logger = nil
+		o.JWT = &auth.JWTOptions{Issuer: j.Issuer, Audiences: j.Audiences, JWKSURL: j.JWKSURL,
+			JWKSFile: j.JWKSFile, PrincipalClaims: cfg.Auth.PrincipalClaims, Leeway: j.Leeway,
+			Client: rc.StandardClient()}
+	}
+	a, err := auth.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	return a, nil
 }

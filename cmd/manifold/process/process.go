@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/cache"
+	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/merge"
 	"github.com/manifold-mcp/manifold/router"
@@ -45,6 +46,8 @@ type Process struct {
 	hubReady  atomic.Pointer[hub.Hub]
 	sessions  session.Store
 	dispatch  *frontend.Dispatcher
+	auth      *auth.Authenticator
+	resource  auth.Resource // the protected resource metadata
 	http      *http.Server
 	admin     *http.Server // nil without admin.listen
 	reloadMu  sync.Mutex   // one reload at a time; guards cfg's upstreams and started
@@ -62,6 +65,12 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 		log.Warn("configuration: " + w.String())
 	}
 	p.metrics = newMetrics(p)
+	var err error
+	if p.auth, err = newAuthenticator(cfg, log); err != nil {
+		return nil, err
+	}
+	p.resource = auth.Resource{Resource: cfg.Auth.Resource, AuthorizationServers: cfg.Auth.AuthorizationServers,
+		ScopesSupported: cfg.Auth.ScopesSupported, Endpoint: "/mcp"}
 	ups, err := p.newUpstreams(cfg.Upstreams)
 	if err != nil {
 		return nil, err
@@ -143,11 +152,17 @@ func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
 		frontend.CheckHost(p.cfg.AllowedHosts),
 		frontend.CheckOrigin(p.cfg.AllowedOrigins),
 		frontend.SingleValued(append([]string{"Authorization"}, p.cfg.Cache.CredentialHeaders...)),
-		frontend.RequireBearer(p.cfg.Auth.BearerTokens),
+		frontend.Authenticate(p.auth, p.resource, p.log),
 		frontend.LimitBody(int64(p.cfg.MaxRequestBytes)),
 	)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpHandler)
+	if p.auth.Enabled() {
+		// Open to all: it is how a client learns where to get a token.
+		metadata := frontend.Chain(p.resource, frontend.CheckHost(p.cfg.AllowedHosts))
+		mux.Handle(auth.MetadataPath, metadata)
+		mux.Handle(auth.MetadataPath+"/mcp", metadata)
+	}
 	if p.cfg.Admin.Listen == "" {
 		p.ops(mux, false)
 	}
