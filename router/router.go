@@ -103,7 +103,7 @@ func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage,
 		}
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not supported", req.Method)
 	}
-	set := r.ups.Load()
+	set := callersSet(ctx, r.ups)
 	switch m.Route {
 	case mcp.RouteLocal:
 		return r.discover(set)
@@ -212,6 +212,16 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 	}
 	return r.cache.Get(ctx, cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: key,
 		Forwarded: u.ForwardHeaders(), Principal: principalKey(ctx, u)}, fill)
+}
+
+// callersSet is the current set of upstreams as the caller may see it:
+// those its access rules admit.
+func callersSet(ctx context.Context, reg *upstream.Registry) *upstream.Set {
+	var claims map[string][]string
+	if p := auth.From(ctx); p != nil {
+		claims = p.Claims
+	}
+	return reg.Load().For(claims)
 }
 
 // principalKey is what keys the caller's private entries of u instead of
@@ -324,7 +334,7 @@ const negotiationWait = 3 * time.Second
 // waiting (boundedly) for those still negotiating: a legacy caller decides
 // once, at initialize, what it will ever ask.
 func (r *Router) Capabilities(ctx context.Context) mcp.Capabilities {
-	set := r.ups.Load()
+	set := callersSet(ctx, r.ups)
 	ctx, cancel := context.WithTimeout(ctx, negotiationWait)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -29,6 +29,8 @@ type Set struct {
 	all    []*Upstream
 	names  []string
 	byName map[string]*Upstream
+	// restricted: some upstream has access rules.
+	restricted bool
 }
 
 // NewSet returns the set of ups, in that order.
@@ -37,8 +39,29 @@ func NewSet(ups []*Upstream) *Set {
 	for i, u := range ups {
 		s.names[i] = u.Name()
 		s.byName[u.Name()] = u
+		s.restricted = s.restricted || len(u.o.Access) > 0
 	}
 	return s
+}
+
+// For returns the upstreams of s a principal with claims may use (nil
+// claims: an unauthenticated caller), in order: s itself when that is all
+// of them. Whoever serves a caller from this set cannot route, list or
+// watch anything of the others, so nothing tells the caller they exist.
+func (s *Set) For(claims map[string][]string) *Set {
+	if !s.restricted {
+		return s
+	}
+	var ups []*Upstream
+	for _, u := range s.all {
+		if u.Admits(claims) {
+			ups = append(ups, u)
+		}
+	}
+	if len(ups) == len(s.all) {
+		return s
+	}
+	return NewSet(ups)
 }
 
 // All returns the upstreams in order. The slice must not be modified.

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,9 @@ type Options struct {
 	// caller headers passed on.
 	Header         http.Header
 	ForwardHeaders []string
+	// Access, when set, admits only principals one of whose rules
+	// matches; the others are not shown the upstream at all (Set.For).
+	Access []AccessRule
 	// KeyByPrincipal says the server answers per authenticated principal,
 	// not per credential: it is forwarded none, or is configured so. Its
 	// private cache entries are then keyed by the principal.
@@ -197,6 +201,28 @@ func (u *Upstream) EraChanges() uint64 { return u.eraChanges.Load() }
 
 // ForwardHeaders names the caller headers passed on to this upstream.
 func (u *Upstream) ForwardHeaders() []string { return u.o.ForwardHeaders }
+
+// AccessRule admits a principal whose claim Claim has one of Values.
+type AccessRule struct {
+	Claim  string
+	Values []string
+}
+
+// Admits reports whether a principal with claims may use the upstream: any
+// rule that matches admits it, and an upstream without rules admits all.
+func (u *Upstream) Admits(claims map[string][]string) bool {
+	if len(u.o.Access) == 0 {
+		return true
+	}
+	for _, r := range u.o.Access {
+		for _, v := range claims[r.Claim] {
+			if slices.Contains(r.Values, v) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // KeyByPrincipal reports whether the server answers per principal.
 func (u *Upstream) KeyByPrincipal() bool { return u.o.KeyByPrincipal }

@@ -111,6 +111,12 @@ type Auth struct {
 	ScopesSupported      []string `yaml:"scopes_supported"`
 }
 
+// AccessRule admits a principal whose claim Claim has one of Values.
+type AccessRule struct {
+	Claim  string   `yaml:"claim"`
+	Values []string `yaml:"values"`
+}
+
 // JWT configures JWT validation; it is on when Issuer is set.
 type JWT struct {
 	Issuer    string   `yaml:"issuer"`
@@ -229,6 +235,9 @@ type Upstream struct {
 	// An upstream that is not forwarded a credential cannot answer per
 	// token, so its private entries are keyed by the principal either way.
 	CacheKey string `yaml:"cache_key"`
+	// Access, when set, shows the upstream only to principals with a
+	// matching claim (any rule); to the others it does not exist.
+	Access []AccessRule `yaml:"access"`
 }
 
 // Filter selects names by glob (path.Match syntax, on the upstream's own

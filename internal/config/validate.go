@@ -258,6 +258,24 @@ func (c *Config) validateUpstreams(ps *problems) {
 		if c.Namespace == NamespacePrefix && u.Name != "" && u.Name[0] >= '0' && u.Name[0] <= '9' {
 			ps.add(fmt.Sprintf("upstreams[%d].name", i), "%q starts with a digit; with namespace: prefix it starts a URI scheme, which must begin with a letter", u.Name)
 		}
+		c.validateAccess(ps, fmt.Sprintf("upstreams[%d].access", i), u.Access)
+	}
+}
+
+// validateAccess checks an upstream's access rules: each names a claim and
+// the values admitted, and claims come only with JWT authentication (a
+// static token has none, so it would see nothing).
+func (c *Config) validateAccess(ps *problems, path string, rules []AccessRule) {
+	if len(rules) > 0 && c.Auth.JWT.Issuer == "" {
+		ps.add(path, "needs auth.jwt: access rules match claims of a JWT")
+	}
+	for j, r := range rules {
+		if r.Claim == "" {
+			ps.add(fmt.Sprintf("%s[%d].claim", path, j), "is required")
+		}
+		if len(r.Values) == 0 {
+			ps.add(fmt.Sprintf("%s[%d].values", path, j), "must name at least one value")
+		}
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/namespace"
@@ -90,6 +91,7 @@ type Subscription struct {
 	Honoured mcp.SubscriptionFilter
 
 	h      *Hub
+	sees   *upstream.Set       // the upstreams its caller may use
 	lists  []*mcp.ListChange   // the list changes it is told of
 	uris   map[string][]string // upstream → its own URIs watched
 	events chan Event
@@ -151,7 +153,7 @@ func (h *Hub) OnEvent(name string, ev upstream.Event) {
 	switch ev.Kind {
 	case upstream.ListChanged:
 		for s := range h.subs {
-			if s.wants(ev.List) {
+			if s.wants(ev.List) && s.sees.Get(name) != nil {
 				h.send(s, Event{List: ev.List})
 			}
 		}
@@ -162,6 +164,9 @@ func (h *Hub) OnEvent(name string, ev upstream.Event) {
 		}
 	case upstream.Missed:
 		for s := range h.subs {
+			if s.sees.Get(name) == nil {
+				continue
+			}
 			for _, lc := range s.lists {
 				h.send(s, Event{List: lc})
 			}
@@ -227,8 +232,14 @@ func (h *Hub) Subscribe(ctx context.Context, f mcp.SubscriptionFilter) (*Subscri
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "a subscribed URI may be at most %d bytes", MaxURILen)
 		}
 	}
-	s := &Subscription{h: h, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{}), gone: make(chan struct{})}
-	set := h.o.Upstreams.Load()
+	// The caller's view: upstreams its access rules hide are not watched,
+	// and their changes are not told.
+	var claims map[string][]string
+	if p := auth.From(ctx); p != nil {
+		claims = p.Claims
+	}
+	set := h.o.Upstreams.Load().For(claims)
+	s := &Subscription{h: h, sees: set, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{}), gone: make(chan struct{})}
 	caps := h.capabilities(ctx, set)
 	s.honour(f, caps, set, h.o.Namespace)
 	pending, err := h.register(s, set)

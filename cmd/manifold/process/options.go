@@ -86,6 +86,9 @@ func upstreamOptions(uc config.Upstream, credentials []string) (upstream.Options
 		DefaultTTL:       uc.DefaultTTL,
 		DefaultScope:     uc.DefaultScope,
 	}
+	for _, r := range uc.Access {
+		o.Access = append(o.Access, upstream.AccessRule{Claim: r.Claim, Values: r.Values})
+	}
 	for k, v := range uc.Headers {
 		o.Header.Set(k, v)
 	}
