@@ -41,11 +41,15 @@ conformance: build
 fuzz:
 	scripts/fuzz
 
-# The Go benchmarks (each against its reference in the same run), then the
-# pass-through hop against httputil.ReverseProxy and TBXark/mcp-proxy.
+# The Go benchmarks (each against its reference in the same run), the
+# pass-through hop against httputil.ReverseProxy and TBXark/mcp-proxy, the
+# scale curves, and a memory hit against a bare server pinned on one core.
 bench: build deps
+	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends wrk >/dev/null; }
 	$(GO) test -run '^$$' -bench . -benchtime 3s -count 3 ./test/
 	scripts/peers -rounds 5 -duration 3s
+	scripts/peers -scale -rounds 5 -duration 3s
+	scripts/bench-wrk
 
 clean:
 	rm -rf bin

@@ -20,6 +20,7 @@ type config struct {
 type target struct {
 	name, url, uri, tool string
 	pid                  int
+	behind               []int // (scale mode) upstream processes whose CPU also counts
 }
 
 // scenario is one request kind.
@@ -151,7 +152,7 @@ func freeAddr() (string, error) {
 }
 
 // rotate returns ts starting at the round's offset.
-func rotate(ts []target, round int) []target {
+func rotate[T any](ts []T, round int) []T {
 	k := round % len(ts)
 	return append(slices.Clone(ts[k:]), ts[:k]...)
 }

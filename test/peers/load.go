@@ -17,35 +17,56 @@ var client = &http.Client{
 
 // measured is one target's figures for one scenario, concurrency and round.
 type measured struct {
-	p50        time.Duration
+	p50, p99   time.Duration
 	perSecond  float64
 	cpuPerCall time.Duration // the target process's CPU per request
+	cpuBehind  time.Duration // (scale mode) the CPU per request of the processes behind it
+	peakRSS    int64         // the target process's peak RSS in the run, bytes (scale mode)
 }
 
 // measure runs conc clients, each with its own session, for d.
 func measure(t target, sc scenario, conc int, d time.Duration) (measured, error) {
-	sessions := make([]string, conc)
-	for i := range sessions {
-		sid, err := initialize(t.url)
-		if err != nil {
-			return measured{}, err
-		}
-		sessions[i] = sid
+	sessions, err := openSessions(t.url, conc)
+	if err != nil {
+		return measured{}, err
 	}
 	body := []byte(sc.body(t))
 	if err := call(t.url, sessions[0], body); err != nil { // and warm up
 		return measured{}, err
 	}
-	lat := make([][]time.Duration, conc)
-	errs := make([]error, conc)
 	cpu0, start := cpuTime(t.pid), time.Now()
-	deadline := start.Add(d)
+	all, err := drive(t.url, sessions, body, start.Add(d))
+	elapsed, cpu := time.Since(start), cpuTime(t.pid)-cpu0
+	if err != nil {
+		return measured{}, err
+	}
+	return summarize(all, elapsed, cpu), nil
+}
+
+// openSessions opens one session per client.
+func openSessions(url string, conc int) ([]string, error) {
+	sessions := make([]string, conc)
+	for i := range sessions {
+		sid, err := initialize(url)
+		if err != nil {
+			return nil, err
+		}
+		sessions[i] = sid
+	}
+	return sessions, nil
+}
+
+// drive sends body from one client per session, back to back, until
+// deadline, and returns every request's latency.
+func drive(url string, sessions []string, body []byte, deadline time.Time) ([]time.Duration, error) {
+	lat := make([][]time.Duration, len(sessions))
+	errs := make([]error, len(sessions))
 	var wg sync.WaitGroup
-	for i := range conc {
+	for i := range sessions {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
 				t0 := time.Now()
-				if err := call(t.url, sessions[i], body); err != nil {
+				if err := call(url, sessions[i], body); err != nil {
 					errs[i] = err
 					return
 				}
@@ -54,42 +75,68 @@ func measure(t target, sc scenario, conc int, d time.Duration) (measured, error)
 		})
 	}
 	wg.Wait()
-	elapsed, cpu := time.Since(start), cpuTime(t.pid)-cpu0
-	all := slices.Concat(lat...)
 	for _, err := range errs {
 		if err != nil {
-			return measured{}, err
+			return nil, err // the first is enough: the others are alike
 		}
 	}
+	all := slices.Concat(lat...)
 	if len(all) == 0 {
-		return measured{}, fmt.Errorf("no request completed")
+		return nil, fmt.Errorf("no request completed")
 	}
+	return all, nil
+}
+
+// summarize turns a run's latencies into its figures; it sorts all.
+func summarize(all []time.Duration, elapsed, cpu time.Duration) measured {
 	slices.Sort(all)
-	return measured{p50: all[len(all)/2], perSecond: float64(len(all)) / elapsed.Seconds(), cpuPerCall: cpu / time.Duration(len(all))}, nil
+	return measured{
+		p50:        all[len(all)/2],
+		p99:        all[len(all)*99/100],
+		perSecond:  float64(len(all)) / elapsed.Seconds(),
+		cpuPerCall: cpu / time.Duration(len(all)),
+	}
 }
 
 // initialize opens a 2025-11-25 session and returns its id ("" from a
 // stateless server).
 func initialize(url string) (string, error) {
-	resp, err := post(url, "", []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"peers","version":"1"}}}`))
+	resp, _, err := post(url, "", []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"peers","version":"1"}}}`))
 	if err != nil {
 		return "", fmt.Errorf("initialize: %w", err)
 	}
 	sid := resp.Header.Get("Mcp-Session-Id")
-	if _, err := post(url, sid, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)); err != nil {
+	if _, _, err := post(url, sid, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)); err != nil {
 		return "", fmt.Errorf("notifications/initialized: %w", err)
 	}
 	return sid, nil
 }
 
 func call(url, sid string, body []byte) error {
-	_, err := post(url, sid, body)
+	_, _, err := post(url, sid, body)
 	return err
+}
+
+// closeSessions ends the sessions a run opened, so that a long run's
+// sessions do not pile up in the target's memory; a target may refuse.
+func closeSessions(url string, sessions []string) {
+	for _, sid := range sessions {
+		if sid == "" {
+			continue
+		}
+		req, _ := http.NewRequest(http.MethodDelete, url, nil)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		req.Header.Set("Mcp-Session-Id", sid)
+		if resp, err := client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
 }
 
 // post sends one message and reads the whole answer, which must be a
 // result (or, for a notification, empty).
-func post(url, sid string, body []byte) (*http.Response, error) {
+func post(url, sid string, body []byte) (*http.Response, []byte, error) {
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -99,15 +146,15 @@ func post(url, sid string, body []byte) (*http.Response, error) {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if resp.StatusCode >= 300 || (resp.StatusCode == http.StatusOK && !bytes.Contains(out, []byte(`"result"`))) {
-		return nil, fmt.Errorf("HTTP %d: %.300s", resp.StatusCode, out)
+		return nil, nil, fmt.Errorf("HTTP %d: %.300s", resp.StatusCode, out)
 	}
-	return resp, nil
+	return resp, out, nil
 }

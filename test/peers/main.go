@@ -12,10 +12,27 @@
 //
 //	go run ./test/peers -manifold bin/manifold -mcp-proxy PATH [-rounds 5] [-duration 3s]
 //
+// With -scale it runs the scale curves instead (see scale.go), each against
+// the floor a bare process sets, with RSS read from /proc/PID/status:
+//
+//   - p50, p99, throughput and peak RSS at concurrency 1, 16, 64 and 256, for
+//     Manifold's memory-cache hits against a bare net/http handler answering
+//     the same bytes, and for Manifold's pass-through reads (cache off)
+//     against the upstream called directly;
+//   - RSS per idle subscriptions/listen stream, 1,000 of them to a fresh
+//     Manifold against as many to a bare SSE server;
+//   - resources/list fanned out over 16 upstream processes that answer after
+//     2 ms + i×0.5 ms, against the slowest of them alone.
+//
+// That mode needs no mcp-proxy:
+//
+//	go run ./test/peers -scale -manifold bin/manifold [-rounds 5] [-duration 3s]
+//
 // scripts/peers builds both binaries (mcp-proxy at a pinned version from the
-// module proxy) and runs it. The same binary also serves as the upstream and
-// the reverse proxy (-serve upstream|reverseproxy), so that each runs alone in
-// its own process, as the gateways do.
+// module proxy) and runs it (scripts/peers -scale for the curves). The same
+// binary also serves as the upstream, the reverse proxy and the bare
+// references (-serve upstream|reverseproxy|bare|sse), so that each runs alone
+// in its own process, as the gateways do.
 package main
 
 import (
@@ -27,9 +44,12 @@ import (
 )
 
 func main() {
-	serve := flag.String("serve", "", "run a component instead: upstream or reverseproxy")
+	serve := flag.String("serve", "", "run a component instead: upstream, reverseproxy, bare or sse")
 	addr := flag.String("addr", "127.0.0.1:0", "with -serve: the address to listen on")
 	to := flag.String("to", "", "with -serve reverseproxy: the upstream URL")
+	delay := flag.Duration("delay", 0, "with -serve upstream: how long resources/list takes")
+	body := flag.String("body", "", "with -serve bare: the file holding the answer to every POST")
+	scale := flag.Bool("scale", false, "run only the scale curves")
 	manifold := flag.String("manifold", "bin/manifold", "the manifold binary")
 	mcpProxy := flag.String("mcp-proxy", "", "the TBXark/mcp-proxy binary (empty: leave it out)")
 	rounds := flag.Int("rounds", 5, "interleaved rounds")
@@ -38,10 +58,18 @@ func main() {
 	var err error
 	switch *serve {
 	case "upstream":
-		err = serveUpstream(*addr)
+		err = serveUpstream(*addr, *delay)
 	case "reverseproxy":
 		err = serveReverseProxy(*addr, *to)
+	case "bare":
+		err = serveBare(*addr, *body)
+	case "sse":
+		err = serveSSE(*addr)
 	case "":
+		if *scale {
+			err = runScale(config{manifold: *manifold, rounds: *rounds, duration: *duration})
+			break
+		}
 		err = compare(config{manifold: *manifold, mcpProxy: *mcpProxy, rounds: *rounds, duration: *duration})
 	default:
 		err = fmt.Errorf("unknown -serve %q", *serve)

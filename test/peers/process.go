@@ -83,3 +83,30 @@ func cpuTime(pid int) time.Duration {
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ is 100 on Linux
 }
+
+// resetPeakRSS restarts the kernel's count of pid's peak RSS (VmHWM), so
+// that a cell's peak is its own and not that of an earlier, busier cell.
+func resetPeakRSS(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+// peakRSS is pid's peak RSS since the last reset, in bytes.
+func peakRSS(pid int) int64 { return statusBytes(pid, "VmHWM:") }
+
+// rss is pid's RSS now, in bytes.
+func rss(pid int) int64 { return statusBytes(pid, "VmRSS:") }
+
+// statusBytes reads a field of /proc/PID/status given in kB (0 if absent).
+func statusBytes(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
