@@ -68,6 +68,24 @@ type Request struct {
 	// its credential headers: it names the caller across token refreshes.
 	// Set it only when the upstream cannot answer per token.
 	Principal string
+	// Served, if set, is told where the answer came from: TierMemory,
+	// TierRedis, TierFill, TierStale, or TierUpstream (not cacheable).
+	Served func(tier string)
+}
+
+// The tiers Request.Served reports.
+const (
+	TierMemory   = "memory"
+	TierRedis    = "redis"
+	TierFill     = "fill"
+	TierStale    = "stale"
+	TierUpstream = "upstream"
+)
+
+func (r *Request) served(tier string) {
+	if r.Served != nil {
+		r.Served(tier)
+	}
 }
 
 // Fill produces the answer to a miss: the result as the caller must see it,
@@ -235,11 +253,13 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 	st := c.counters(r.Upstream)
 	if !cacheable(r.Req) || (c.mem == nil && c.redis == nil) {
 		st.bypassed.Add(1)
+		r.served(TierUpstream)
 		return fill(ctx)
 	}
 	l, err := c.newLookup(r, st)
 	if err != nil {
 		st.bypassed.Add(1)
+		r.served(TierUpstream)
 		return fill(ctx)
 	}
 	ctx, span := tracer.Start(ctx, "cache.lookup", trace.WithAttributes(attribute.String("manifold.upstream", r.Upstream)))
@@ -248,11 +268,13 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 	if res, ok := c.fromMemory(l, now); ok {
 		span.SetAttributes(attrTier.String("memory"), attrHit.Bool(true))
 		c.maybeRefresh(ctx, l, fill, now)
+		r.served(TierMemory)
 		return res, nil
 	}
 	if res, ok := c.fromRedis(ctx, l, now); ok {
 		span.SetAttributes(attrTier.String("redis"), attrHit.Bool(true))
 		c.maybeRefresh(ctx, l, fill, now)
+		r.served(TierRedis)
 		return res, nil
 	}
 	st.misses.Add(1)
@@ -262,8 +284,15 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 		return nil, err
 	}
 	if o.err != nil {
-		return c.serveStale(l, o.err)
+		res, err := c.serveStale(l, o.err)
+		if err == nil {
+			r.served(TierStale)
+		} else {
+			r.served(TierFill)
+		}
+		return res, err
 	}
+	r.served(TierFill)
 	return o.result, nil
 }
 

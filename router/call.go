@@ -184,6 +184,7 @@ const learnPages = 20
 // routes know their names, at most once a second per upstream and list:
 // calls of names nobody lists must not list again each time.
 func (r *Router) learn(ctx context.Context, set *upstream.Set, ups []*upstream.Upstream, list string) {
+	ctx = unnoted(ctx) // Manifold's own listing is not the request's answer
 	for _, u := range ups {
 		key := u.Name() + "\x00" + list
 		if !r.learning.allow(key, time.Second) {

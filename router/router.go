@@ -56,6 +56,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Cache answers what it can; nil means every call reaches its upstream.
 	Cache *cache.Cache
+	// Admit, if set, is asked before anything is served from an upstream,
+	// cache hits included; its error (a rate limit) is the answer.
+	Admit func(ctx context.Context, upstream string) error
 }
 
 // Router routes requests. It is safe for concurrent use.
@@ -71,6 +74,7 @@ type Router struct {
 	learning marks // on-demand listings, by upstream and list
 	warned   marks // warnings logged once
 	holds    *holds
+	admit    func(ctx context.Context, upstream string) error
 }
 
 // DiscoverTTL is how long clients may cache Manifold's server/discover: its
@@ -82,7 +86,8 @@ func New(o Options) *Router {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Router{ups: o.Upstreams, ns: o.Namespace, cache: o.Cache, log: o.Logger, routes: newRoutes(o.Logger, !o.Namespace.Prefix), holds: newHolds(o.Secret)}
+	r := &Router{ups: o.Upstreams, ns: o.Namespace, cache: o.Cache, log: o.Logger, routes: newRoutes(o.Logger, !o.Namespace.Prefix),
+		holds: newHolds(o.Secret), admit: o.Admit}
 	r.merger = &merge.Merger{
 		Codec:   o.Codec,
 		Log:     o.Logger,
@@ -193,8 +198,20 @@ func (r *Router) pages(set *upstream.Set) merge.Fetcher {
 // 2026-07-28 (a *jsonrpc.Error), or a failure to get an answer. uri is the
 // merged-view URI of a read, for not-found errors.
 func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Request, uri string) (json.RawMessage, error) {
+	if r.admit != nil {
+		if err := r.admit(ctx, u.Name()); err != nil {
+			return nil, err
+		}
+	}
 	fill := func(ctx context.Context) (json.RawMessage, error) { return r.call(ctx, u, req, uri) }
+	n := noteOf(ctx)
+	if n != nil {
+		n.setUpstream(u.Name())
+	}
 	if r.cache == nil {
+		if n != nil {
+			n.setTier(cache.TierUpstream)
+		}
 		return fill(ctx)
 	}
 	m, _ := mcp.Lookup(req.Method)
@@ -210,8 +227,12 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 			key = &k
 		}
 	}
-	return r.cache.Get(ctx, cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: key,
-		Forwarded: u.ForwardHeaders(), Principal: principalKey(ctx, u)}, fill)
+	cr := cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: key,
+		Forwarded: u.ForwardHeaders(), Principal: principalKey(ctx, u)}
+	if n != nil {
+		cr.Served = n.setTier
+	}
+	return r.cache.Get(ctx, cr, fill)
 }
 
 // callersSet is the current set of upstreams as the caller may see it:

@@ -52,7 +52,11 @@ type Config struct {
 	// Subscriptions configures subscriptions/listen streams.
 	Subscriptions Subscriptions `yaml:"subscriptions"`
 	// Sessions bounds the sessions of legacy callers.
-	Sessions  Sessions   `yaml:"sessions"`
+	Sessions Sessions `yaml:"sessions"`
+	// Audit writes one line per request.
+	Audit Audit `yaml:"audit"`
+	// Limits bounds request rates.
+	Limits    Limits     `yaml:"limits"`
 	Upstreams []Upstream `yaml:"upstreams"`
 
 	// File is the path Load read, for a reload to read again; "" when the
@@ -83,6 +87,29 @@ type Subscriptions struct {
 	// MaxURIsPerUpstream the resources one upstream is asked to watch.
 	MaxURIsPerStream   int `yaml:"max_uris_per_stream"`
 	MaxURIsPerUpstream int `yaml:"max_uris_per_upstream"`
+}
+
+// Audit is the audit log: File is a path, "stderr", or empty (off).
+type Audit struct {
+	File   string `yaml:"file"`
+	Format string `yaml:"format"`
+}
+
+// Limits are rate limits, shared by the replicas through cache.redis when
+// it is set. A rate of 0 turns a limit off.
+type Limits struct {
+	// PerPrincipal bounds each caller (its principal, or its address
+	// without authentication), cache hits included.
+	PerPrincipal RateLimit `yaml:"per_principal"`
+	// PerUpstream bounds what is served from each upstream, cache hits
+	// included.
+	PerUpstream RateLimit `yaml:"per_upstream"`
+}
+
+// RateLimit is a token bucket: Rate requests a second, Burst above it.
+type RateLimit struct {
+	Rate  float64 `yaml:"rate"`
+	Burst int     `yaml:"burst"`
 }
 
 // Sessions configures the sessions legacy callers open with initialize.

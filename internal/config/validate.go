@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -87,6 +88,10 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Sessions.IdleTimeout, 30*time.Minute)
 	setDefault(&c.Sessions.Max, 10_000)
 	setDefault(&c.Auth.JWT.Leeway, 30*time.Second)
+	setDefault(&c.Audit.Format, "json")
+	for _, l := range []*RateLimit{&c.Limits.PerPrincipal, &c.Limits.PerUpstream} {
+		setDefault(&l.Burst, int(math.Ceil(l.Rate)))
+	}
 	c.Cache.applyDefaults()
 	for i := range c.Upstreams {
 		c.Upstreams[i].applyDefaults()
@@ -167,6 +172,11 @@ func (c *Config) validate() []Problem {
 		ps.add("sessions.max", "must be at least 1")
 	}
 	c.Auth.validate(&ps)
+	if c.Audit.Format != "json" {
+		ps.add("audit.format", "must be json")
+	}
+	c.Limits.PerPrincipal.validate(&ps, "limits.per_principal")
+	c.Limits.PerUpstream.validate(&ps, "limits.per_upstream")
 	c.validateUpstreams(&ps)
 	return ps
 }
@@ -572,4 +582,13 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+func (l RateLimit) validate(ps *problems, path string) {
+	if l.Rate < 0 || l.Rate > 1e6 {
+		ps.add(path+".rate", "must be between 0 (off) and 1000000 requests a second")
+	}
+	if l.Rate > 0 && (l.Burst < 1 || l.Burst > 1e6) {
+		ps.add(path+".burst", "must be between 1 and 1000000")
+	}
 }

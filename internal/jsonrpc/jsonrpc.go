@@ -29,6 +29,11 @@ const (
 	CodeHeaderMismatch     = -32020
 	CodeMissingCapability  = -32021
 	CodeUnsupportedVersion = -32022
+	// CodeRateLimited is Manifold's own: the caller or the upstream it
+	// asked for is over its rate limit; data.retryAfterMs says when to try
+	// again. An upstream cannot send it: codes in the range reserved for
+	// implementations reach callers only from Manifold itself.
+	CodeRateLimited = -32000
 
 	// CodeLegacyResourceNotFound is what servers of 2025-11-25 and earlier
 	// answer for an unknown resource. It must never leave Manifold.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/ratelimit"
 )
 
 // A Link is one cross-cutting concern of an HTTP frontend: it looks at a
@@ -98,6 +99,43 @@ func Authenticate(a *auth.Authenticator, res auth.Resource, log *slog.Logger) Li
 			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 		})
 	}
+}
+
+// RateLimit serves a caller only within its principal's rate (a caller
+// without one is keyed by its address), before the body is read and before
+// the cache is consulted: hits count too, since the limit protects Manifold
+// as well as the upstreams. Beyond it: 429, Retry-After, and a JSON-RPC
+// error. limited, if set, counts the refusals.
+func RateLimit(l *ratelimit.Limiter, limited func()) Link {
+	if l == nil {
+		return func(next http.Handler) http.Handler { return next }
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			key := "addr:" + remoteHost(r)
+			if p := auth.From(r.Context()); p != nil {
+				key = p.ID
+			}
+			if ok, after := l.Allow(r.Context(), key); !ok {
+				if limited != nil {
+					limited()
+				}
+				e := ratelimit.Error("per principal", after)
+				setRetryAfter(w, e)
+				writeError(w, nil, e, http.StatusTooManyRequests)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // SingleValued refuses (400) a request that repeats one of headers: with

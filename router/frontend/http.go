@@ -12,6 +12,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/ratelimit"
 	"github.com/manifold-mcp/manifold/internal/sse"
 )
 
@@ -195,10 +196,24 @@ func (o *httpWriter) Error(id json.RawMessage, e *jsonrpc.Error) {
 		return
 	}
 	code := status(e.Code)
-	if o.legacy {
+	switch {
+	case e.Code == jsonrpc.CodeRateLimited:
+		setRetryAfter(o.w, e)
+		code = http.StatusTooManyRequests
+	case o.legacy:
 		code = http.StatusOK
 	}
 	writeError(o.w, id, e, code)
+}
+
+// setRetryAfter turns a rate-limit error's data.retryAfterMs into the
+// Retry-After header (whole seconds, at least 1).
+func setRetryAfter(w http.ResponseWriter, e *jsonrpc.Error) {
+	var d struct {
+		RetryAfterMs int64 `json:"retryAfterMs"`
+	}
+	_ = json.Unmarshal(e.Data, &d)
+	w.Header().Set("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(time.Duration(d.RetryAfterMs)*time.Millisecond)))
 }
 
 var (

@@ -15,6 +15,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/router"
 	"github.com/manifold-mcp/manifold/router/hub"
 	"github.com/manifold-mcp/manifold/router/session"
 )
@@ -134,7 +135,7 @@ func (l *Legacy) Message(ctx context.Context, s *session.Session, msg *jsonrpc.M
 // are configured to receive from it, and its credentials key the caller's
 // private cache entries, as for any modern request.
 func (l *Legacy) Serve(ctx context.Context, s *session.Session, msg *jsonrpc.Message, header http.Header, w Writer) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(router.WithSession(ctx, s.ID))
 	key := s.ID + "\x00" + string(msg.ID)
 	l.mu.Lock()
 	l.inflight[key] = cancel

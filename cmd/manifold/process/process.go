@@ -25,8 +25,10 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/cache"
+	"github.com/manifold-mcp/manifold/internal/audit"
 	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/config"
+	"github.com/manifold-mcp/manifold/internal/namespace"
 	"github.com/manifold-mcp/manifold/merge"
 	"github.com/manifold-mcp/manifold/router"
 	"github.com/manifold-mcp/manifold/router/frontend"
@@ -47,6 +49,8 @@ type Process struct {
 	sessions  session.Store
 	dispatch  *frontend.Dispatcher
 	auth      *auth.Authenticator
+	limits    *limits
+	audit     *audit.Log    // nil without audit.file
 	resource  auth.Resource // the protected resource metadata
 	http      *http.Server
 	admin     *http.Server // nil without admin.listen
@@ -65,14 +69,12 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 		log.Warn("configuration: " + w.String())
 	}
 	p.metrics = newMetrics(p)
-	var err error
-	if p.auth, err = newAuthenticator(cfg, log); err != nil {
+	if err := p.provisionGuards(); err != nil {
 		return nil, err
 	}
-	p.resource = auth.Resource{Resource: cfg.Auth.Resource, AuthorizationServers: cfg.Auth.AuthorizationServers,
-		ScopesSupported: cfg.Auth.ScopesSupported, Endpoint: "/mcp"}
 	ups, err := p.newUpstreams(cfg.Upstreams)
 	if err != nil {
+		p.closeGuards()
 		return nil, err
 	}
 	p.upstreams = upstream.NewRegistry(ups)
@@ -81,10 +83,23 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 		p.cache, err = cache.New(co)
 	}
 	if err != nil {
+		p.closeGuards()
 		p.closeUpstreams(context.Background())
 		return nil, err
 	}
-	ns := namespaceOf(cfg)
+	p.dispatch = p.newDispatcher(namespaceOf(cfg))
+	p.sessions = newSessionStore(cfg, log)
+	p.http = p.server(p.mux(frontend.NewLegacy(p.dispatch, p.sessions)))
+	if cfg.Admin.Listen != "" {
+		p.admin = p.server(p.adminMux())
+	}
+	return p, nil
+}
+
+// newDispatcher builds the hub, the router and its chain of links, and the
+// dispatcher every frontend serves through.
+func (p *Process) newDispatcher(ns namespace.Namespace) *frontend.Dispatcher {
+	cfg, log := p.cfg, p.log
 	secret := cursorSecret(cfg, log)
 	p.hub = hub.New(hub.Options{
 		Upstreams:   p.upstreams,
@@ -104,20 +119,16 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 		Secret:    secret,
 		Logger:    log,
 		Cache:     p.cache,
+		Admit:     p.limits.admitHook(),
 	})
-	p.dispatch = frontend.NewDispatcher(frontend.Options{
-		Handler:      router.Chain(rt, router.Traced(), router.Observed(p.metrics.request)),
+	links := append([]router.Link{router.Traced(), router.Observed(p.metrics.request)}, p.auditLink()...)
+	return frontend.NewDispatcher(frontend.Options{
+		Handler:      router.Chain(rt, links...),
 		Hub:          p.hub,
 		Capabilities: rt.Capabilities,
 		KeepAlive:    cfg.Subscriptions.KeepAlive,
 		Logger:       log,
 	})
-	p.sessions = newSessionStore(cfg, log)
-	p.http = p.server(p.mux(frontend.NewLegacy(p.dispatch, p.sessions)))
-	if cfg.Admin.Listen != "" {
-		p.admin = p.server(p.adminMux())
-	}
-	return p, nil
 }
 
 // onEvent passes an upstream's event to the hub. A stdio child may speak
@@ -153,6 +164,7 @@ func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
 		frontend.CheckOrigin(p.cfg.AllowedOrigins),
 		frontend.SingleValued(append([]string{"Authorization"}, p.cfg.Cache.CredentialHeaders...)),
 		frontend.Authenticate(p.auth, p.resource, p.log),
+		frontend.RateLimit(p.limits.principal, p.limits.principalRefused),
 		frontend.LimitBody(int64(p.cfg.MaxRequestBytes)),
 	)
 	mux := http.NewServeMux()
@@ -270,6 +282,32 @@ func (p *Process) drain() {
 	p.log.Info("cache summary: " + p.cache.Summary())
 	if err := p.cache.Close(); err != nil {
 		p.log.Warn("closing cache", "err", err)
+	}
+	p.closeGuards()
+}
+
+// provisionGuards builds what stands before the router: authentication
+// and the protected resource metadata, the audit log, the rate limits.
+func (p *Process) provisionGuards() error {
+	var err error
+	if p.auth, err = newAuthenticator(p.cfg, p.log); err != nil {
+		return err
+	}
+	a := p.cfg.Auth
+	p.resource = auth.Resource{Resource: a.Resource, AuthorizationServers: a.AuthorizationServers, ScopesSupported: a.ScopesSupported, Endpoint: "/mcp"}
+	if p.audit, err = openAudit(p.cfg, p.metrics.reg); err != nil {
+		return err
+	}
+	p.limits = newLimits(p.cfg, p.log, p.metrics.reg)
+	return nil
+}
+
+// closeGuards closes the audit log (writing what is queued) and the rate
+// limits' Redis client.
+func (p *Process) closeGuards() {
+	p.closeAudit()
+	if err := p.limits.close(); err != nil {
+		p.log.Warn("closing the rate limits' Redis client", "err", err)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 func (p *Process) Reload(ctx context.Context) error {
 	p.reloadMu.Lock()
 	defer p.reloadMu.Unlock()
+	p.reopenAudit() // whatever becomes of the file: a rotation must not wait on it
 	if p.cfg.File == "" {
 		return errors.New("reload: the configuration was not read from a file")
 	}

@@ -1,0 +1,90 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/mcp"
+)
+
+// Note is what the router learns while serving one request that the
+// request's author did not say: which upstream served it, and where the
+// answer came from. A link that reports requests (the audit log) gives each
+// request one with Noted.
+type Note struct {
+	mu       sync.Mutex // a merged list's upstreams are fetched at once
+	upstream string
+	tier     string
+}
+
+// Several is the upstream or tier of a note for a request that several
+// upstreams served differently (a merged list).
+const Several = "mixed"
+
+// Upstream and Tier return what the note holds.
+func (n *Note) Upstream() string { n.mu.Lock(); defer n.mu.Unlock(); return n.upstream }
+func (n *Note) Tier() string     { n.mu.Lock(); defer n.mu.Unlock(); return n.tier }
+
+func (n *Note) setUpstream(name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.upstream = merged(n.upstream, name)
+}
+
+func (n *Note) setTier(tier string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.tier = merged(n.tier, tier)
+}
+
+func merged(cur, v string) string {
+	if cur == "" || cur == v {
+		return v
+	}
+	return Several
+}
+
+type noteKey struct{}
+
+// unnoted is ctx for work of Manifold's own, which the request's note must
+// not record.
+func unnoted(ctx context.Context) context.Context {
+	if noteOf(ctx) == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, noteKey{}, (*Note)(nil))
+}
+
+func noteOf(ctx context.Context) *Note {
+	n, _ := ctx.Value(noteKey{}).(*Note)
+	return n
+}
+
+type sessionKey struct{}
+
+// WithSession returns ctx naming the legacy session a request came on.
+func WithSession(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, sessionKey{}, id)
+}
+
+// SessionOf returns the legacy session id ctx names, or "".
+func SessionOf(ctx context.Context) string {
+	id, _ := ctx.Value(sessionKey{}).(string)
+	return id
+}
+
+// Noted gives each request a Note and, once it is answered, hands report
+// the request, the note, how long it took and its error.
+func Noted(report func(ctx context.Context, req *mcp.Request, n *Note, d time.Duration, err error)) Link {
+	return func(next Handler) Handler {
+		return HandlerFunc(func(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
+			n := &Note{}
+			start := time.Now()
+			res, err := next.Handle(context.WithValue(ctx, noteKey{}, n), req)
+			report(ctx, req, n, time.Since(start), err)
+			return res, err
+		})
+	}
+}
