@@ -197,6 +197,13 @@ func do(t testing.TB, method, url string, h http.Header, body string) *rawRespon
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
+	return decodeRaw(t, resp)
+}
+
+// decodeRaw reads a response whole, and its JSON-RPC message (the last
+// event of an event stream) if it has one.
+func decodeRaw(t testing.TB, resp *http.Response) *rawResponse {
+	t.Helper()
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {

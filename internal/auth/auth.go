@@ -53,6 +53,9 @@ type Options struct {
 	BearerTokens []string
 	// JWT, when set, accepts tokens its issuer signed.
 	JWT *JWTOptions
+	// FromClientCert names the caller by its verified TLS client
+	// certificate (mutual TLS): no token is needed.
+	FromClientCert bool
 	// Logger reports key fetches and their failures (never a token).
 	Logger *slog.Logger
 }
@@ -74,8 +77,9 @@ type JWTOptions struct {
 
 // Authenticator checks callers' tokens. It is safe for concurrent use.
 type Authenticator struct {
-	static staticTokens
-	jwt    *verifier
+	static   staticTokens
+	jwt      *verifier
+	fromCert bool
 }
 
 // New builds an Authenticator; with no tokens and no JWT it admits
@@ -88,7 +92,7 @@ func New(o Options) (*Authenticator, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Authenticator{static: st}
+	a := &Authenticator{static: st, fromCert: o.FromClientCert}
 	if o.JWT != nil {
 		if a.jwt, err = newVerifier(*o.JWT, o.Logger); err != nil {
 			return nil, err
@@ -98,11 +102,16 @@ func New(o Options) (*Authenticator, error) {
 }
 
 // Enabled reports whether callers must authenticate.
-func (a *Authenticator) Enabled() bool { return a != nil && (len(a.static) > 0 || a.jwt != nil) }
+func (a *Authenticator) Enabled() bool {
+	return a != nil && (len(a.static) > 0 || a.jwt != nil || a.fromCert)
+}
 
 // Authenticate returns the caller of r. Only one Authorization header is
 // read: the chain refuses requests with several before this runs.
 func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (*Principal, error) {
+	if a.fromCert {
+		return fromCertificate(r)
+	}
 	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
 		return nil, ErrNoToken
@@ -132,4 +141,20 @@ func WithPrincipal(ctx context.Context, p *Principal) context.Context {
 func From(ctx context.Context) *Principal {
 	p, _ := ctx.Value(principalKey{}).(*Principal)
 	return p
+}
+
+// fromCertificate names the caller by the verified client certificate's
+// subject; its common name, organizations and units, and DNS names are its
+// claims (cn, o, ou, dns), for access rules. A renewed certificate with the
+// same subject is the same principal.
+func fromCertificate(r *http.Request) (*Principal, error) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return nil, ErrNoToken
+	}
+	leaf := r.TLS.VerifiedChains[0][0]
+	claims := map[string][]string{
+		"cn": {leaf.Subject.CommonName}, "o": leaf.Subject.Organization,
+		"ou": leaf.Subject.OrganizationalUnit, "dns": leaf.DNSNames,
+	}
+	return &Principal{ID: "cert:" + leaf.Subject.String(), Claims: claims, Keyed: true}, nil
 }

@@ -48,7 +48,9 @@ type Config struct {
 	Log       Log           `yaml:"log"`
 	Admin     Admin         `yaml:"admin"`
 	Auth      Auth          `yaml:"auth"`
-	Cache     Cache         `yaml:"cache"`
+	// TLS serves the listeners (listen and admin.listen) over TLS.
+	TLS   ListenerTLS `yaml:"tls"`
+	Cache Cache       `yaml:"cache"`
 	// Subscriptions configures subscriptions/listen streams.
 	Subscriptions Subscriptions `yaml:"subscriptions"`
 	// Sessions bounds the sessions of legacy callers.
@@ -133,6 +135,9 @@ type Auth struct {
 	PrincipalClaims []string `yaml:"principal_claims"`
 	// Resource is the endpoint's canonical URL in the protected resource
 	// metadata; empty derives it from each request's Host.
+	// PrincipalFrom: "client_cert" names callers by their TLS client
+	// certificate (needs tls.client_ca_file); empty, by their token.
+	PrincipalFrom        string   `yaml:"principal_from"`
 	Resource             string   `yaml:"resource"`
 	AuthorizationServers []string `yaml:"authorization_servers"`
 	ScopesSupported      []string `yaml:"scopes_supported"`
@@ -155,7 +160,20 @@ type JWT struct {
 }
 
 // Enabled reports whether callers must authenticate.
-func (a Auth) Enabled() bool { return len(a.BearerTokens) > 0 || a.JWT.Issuer != "" }
+func (a Auth) Enabled() bool {
+	return len(a.BearerTokens) > 0 || a.JWT.Issuer != "" || a.PrincipalFrom == PrincipalFromClientCert
+}
+
+// PrincipalFromClientCert is auth.principal_from's one value.
+const PrincipalFromClientCert = "client_cert"
+
+// ListenerTLS is the listeners' certificate (reloaded when its files
+// change) and, with ClientCAFile, mutual TLS.
+type ListenerTLS struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file"`
+}
 
 // Cache configures the two-tier response cache.
 type Cache struct {

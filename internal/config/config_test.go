@@ -57,7 +57,7 @@ func TestParseProblemsNamePaths(t *testing.T) {
 		{"upstreams: [{name: a, url: http://x/mcp, tls: {cert_file: /nonexistent}}]", "upstreams[0].tls: cert_file and key_file go together"},
 		{"cursor_secret: short\nupstreams: [{name: a, url: http://x/mcp}]", "cursor_secret: must be at least 16 characters"},
 		{"log: {level: loud}\nupstreams: [{name: a, url: http://x/mcp}]", "log.level:"},
-		{"upstreams: [{name: a, url: http://x/mcp, access: [{claim: groups, values: [eng]}]}]", "upstreams[0].access: needs auth.jwt"},
+		{"upstreams: [{name: a, url: http://x/mcp, access: [{claim: groups, values: [eng]}]}]", "upstreams[0].access: needs auth.jwt or auth.principal_from"},
 		{"auth: {jwt: {issuer: https://i, audiences: [a], jwks_file: j}}\nupstreams: [{name: a, url: http://x/mcp, access: [{values: [eng]}]}]", "upstreams[0].access[0].claim: is required"},
 		{"auth: {jwt: {issuer: https://i, audiences: [a], jwks_file: j}}\nupstreams: [{name: a, url: http://x/mcp, access: [{claim: g}]}]", "upstreams[0].access[0].values: must name at least one value"},
 		{"upstreams: [{name: a, url: http://x/mcp, cache_key: token}]", "upstreams[0].cache_key: must be credential or principal"},

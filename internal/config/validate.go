@@ -172,6 +172,7 @@ func (c *Config) validate() []Problem {
 		ps.add("sessions.max", "must be at least 1")
 	}
 	c.Auth.validate(&ps)
+	c.validateTLS(&ps)
 	if c.Audit.Format != "json" {
 		ps.add("audit.format", "must be json")
 	}
@@ -276,8 +277,8 @@ func (c *Config) validateUpstreams(ps *problems) {
 // the values admitted, and claims come only with JWT authentication (a
 // static token has none, so it would see nothing).
 func (c *Config) validateAccess(ps *problems, path string, rules []AccessRule) {
-	if len(rules) > 0 && c.Auth.JWT.Issuer == "" {
-		ps.add(path, "needs auth.jwt: access rules match claims of a JWT")
+	if len(rules) > 0 && c.Auth.JWT.Issuer == "" && c.Auth.PrincipalFrom != PrincipalFromClientCert {
+		ps.add(path, "needs auth.jwt or auth.principal_from: client_cert: access rules match a principal's claims")
 	}
 	for j, r := range rules {
 		if r.Claim == "" {
@@ -536,6 +537,11 @@ func (a *Auth) validate(ps *problems) {
 			ps.add(path, "must be at least 16 characters")
 		}
 	}
+	switch a.PrincipalFrom {
+	case "", PrincipalFromClientCert:
+	default:
+		ps.add("auth.principal_from", "must be client_cert or empty, not %q", a.PrincipalFrom)
+	}
 	j := a.JWT
 	if j.Issuer == "" {
 		if len(j.Audiences) > 0 || j.JWKSURL != "" || j.JWKSFile != "" || len(a.PrincipalClaims) > 0 {
@@ -590,5 +596,19 @@ func (l RateLimit) validate(ps *problems, path string) {
 	}
 	if l.Rate > 0 && (l.Burst < 1 || l.Burst > 1e6) {
 		ps.add(path+".burst", "must be between 1 and 1000000")
+	}
+}
+
+// validateTLS checks the listeners' TLS files go together.
+func (c *Config) validateTLS(ps *problems) {
+	t := c.TLS
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		ps.add("tls", "cert_file and key_file go together")
+	}
+	if t.ClientCAFile != "" && t.CertFile == "" {
+		ps.add("tls.client_ca_file", "needs cert_file and key_file")
+	}
+	if c.Auth.PrincipalFrom == PrincipalFromClientCert && t.ClientCAFile == "" {
+		ps.add("auth.principal_from", "client_cert needs tls.client_ca_file (mutual TLS)")
 	}
 }

@@ -217,7 +217,8 @@ func cursorSecret(cfg *config.Config, log *slog.Logger) []byte {
 // fetched with a few bounded retries: an identity provider's blip must not
 // refuse every caller with a new key.
 func newAuthenticator(cfg *config.Config, log *slog.Logger) (*auth.Authenticator, error) {
-	o := auth.Options{BearerTokens: cfg.Auth.BearerTokens, Logger: log}
+	o := auth.Options{BearerTokens: cfg.Auth.BearerTokens, Logger: log,
+		FromClientCert: cfg.Auth.PrincipalFrom == config.PrincipalFromClientCert}
 	if j := cfg.Auth.JWT; j.Issuer != "" {
 		rc := retryablehttp.NewClient()
 		rc.RetryMax, rc.RetryWaitMin, rc.RetryWaitMax = 2, 100*time.Millisecond, time.Second

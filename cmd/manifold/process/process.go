@@ -14,6 +14,7 @@ package process
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/namespace"
+	"github.com/manifold-mcp/manifold/internal/servertls"
 	"github.com/manifold-mcp/manifold/merge"
 	"github.com/manifold-mcp/manifold/router"
 	"github.com/manifold-mcp/manifold/router/frontend"
@@ -49,6 +51,7 @@ type Process struct {
 	sessions  session.Store
 	dispatch  *frontend.Dispatcher
 	auth      *auth.Authenticator
+	certs     *servertls.Files // nil without tls.cert_file
 	limits    *limits
 	audit     *audit.Log    // nil without audit.file
 	resource  auth.Resource // the protected resource metadata
@@ -144,7 +147,12 @@ func (p *Process) onEvent(name string, ev upstream.Event) {
 // read_timeout (the deadline is cleared once the body is read, so streams
 // go on), idle connections, header size.
 func (p *Process) server(h http.Handler) *http.Server {
+	var tc *tls.Config
+	if p.certs != nil {
+		tc = p.certs.Config()
+	}
 	return &http.Server{
+		TLSConfig:         tc,
 		Handler:           h,
 		ReadHeaderTimeout: min(10*time.Second, p.cfg.ReadTimeout),
 		ReadTimeout:       p.cfg.ReadTimeout,
@@ -185,6 +193,15 @@ func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
 // endpoints when there is no admin listener.
 func (p *Process) Handler() http.Handler { return p.http.Handler }
 
+// serveOn serves s on l, over TLS when the configuration has a certificate
+// (the server's TLSConfig, set by server).
+func (p *Process) serveOn(s *http.Server, l net.Listener) error {
+	if s.TLSConfig != nil {
+		return s.ServeTLS(l, "", "")
+	}
+	return s.Serve(l)
+}
+
 // Serve accepts connections on l (and on admin.listen, if set) until ctx
 // is done, then drains: in-flight requests get ShutdownTimeout to finish,
 // and upstreams are closed (legacy sessions deleted, processes stopped).
@@ -196,11 +213,11 @@ func (p *Process) Serve(ctx context.Context, l net.Listener) error {
 			p.drain()
 			return fmt.Errorf("admin listener: %w", err)
 		}
-		go func() { errc <- p.admin.Serve(al) }()
+		go func() { errc <- p.serveOn(p.admin, al) }()
 		p.log.Info("admin listening", "addr", al.Addr().String())
 	}
 	n := p.start(ctx)
-	go func() { errc <- p.http.Serve(l) }()
+	go func() { errc <- p.serveOn(p.http, l) }()
 	p.log.Info("manifold listening", "addr", l.Addr().String(), "endpoint", "/mcp", "upstreams", n)
 	var serveErr error
 	select {
@@ -290,6 +307,12 @@ func (p *Process) drain() {
 // and the protected resource metadata, the audit log, the rate limits.
 func (p *Process) provisionGuards() error {
 	var err error
+	if t := p.cfg.TLS; t.CertFile != "" {
+		p.certs, err = servertls.Load(servertls.Options{CertFile: t.CertFile, KeyFile: t.KeyFile, ClientCAFile: t.ClientCAFile}, p.log)
+		if err != nil {
+			return err
+		}
+	}
 	if p.auth, err = newAuthenticator(p.cfg, p.log); err != nil {
 		return err
 	}
