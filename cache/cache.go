@@ -138,6 +138,9 @@ type RedisOptions struct {
 	// BreakerCooldown.
 	BreakerFailures int
 	BreakerCooldown time.Duration
+	// EncryptPrivate seals private entries' bodies (seal.go) under keys
+	// derived from Options.Secret.
+	EncryptPrivate bool
 }
 
 // Cache is safe for concurrent use.
@@ -207,6 +210,9 @@ func New(o Options) (*Cache, error) {
 	origin := make([]byte, 8)
 	_, _ = rand.Read(origin)
 	c.redis = newRedisTier(*o.Redis, c.maxTTL+c.grace+time.Minute, o.Logger, hex.EncodeToString(origin))
+	if o.Redis.EncryptPrivate {
+		c.redis.sealer = &sealer{secret: o.Secret}
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	c.stop = stop
 	var wg sync.WaitGroup

@@ -136,13 +136,15 @@ type redisHeader struct {
 	// FreshMs + GraceMs - PTTL.
 	GraceMs int64 `json:"grace"`
 	FreshMs int64 `json:"fresh"`
+	// Sealed: the body is encrypted (seal.go).
+	Sealed bool `json:"x,omitempty"`
 }
 
-func encodeRedis(e *entry, fresh, grace time.Duration) []byte {
-	hdr, _ := json.Marshal(redisHeader{Key: e.key, Scope: e.scope, FP: e.fp, Gen: e.gen, GraceMs: grace.Milliseconds(), FreshMs: fresh.Milliseconds()})
+func encodeRedis(e *entry, body []byte, sealed bool, fresh, grace time.Duration) []byte {
+	hdr, _ := json.Marshal(redisHeader{Key: e.key, Scope: e.scope, FP: e.fp, Gen: e.gen, GraceMs: grace.Milliseconds(), FreshMs: fresh.Milliseconds(), Sealed: sealed})
 	out := binary.AppendUvarint(nil, uint64(len(hdr)))
 	out = append(out, hdr...)
-	return append(out, e.body...)
+	return append(out, body...)
 }
 
 var errBadRedisEntry = errors.New("malformed shared entry")

@@ -31,6 +31,7 @@ type redisTier struct {
 	brk      *breaker.Breaker
 	log      *slog.Logger
 	origin   string // this replica, to skip its own invalidation messages
+	sealer   *sealer // seals private bodies; nil: stored in clear
 
 	errors  atomic.Uint64
 	dropped atomic.Uint64  // writes skipped because too many were in flight
@@ -165,6 +166,9 @@ func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th stri
 				continue
 			}
 			hdr, body, err := decodeRedis(b)
+			if err == nil && hdr.Sealed {
+				body, err = s.unseal(hdr, body)
+			}
 			if err != nil {
 				continue
 			}
@@ -174,6 +178,15 @@ func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th stri
 		return nil
 	})
 	return hits, gen, ok
+}
+
+// unseal opens a sealed body; a replica that does not seal cannot, and
+// takes the entry for a miss.
+func (s *redisTier) unseal(hdr redisHeader, body []byte) ([]byte, error) {
+	if s.sealer == nil {
+		return nil, errUnsealed
+	}
+	return s.sealer.open(hdr.FP, hdr.Key, body)
 }
 
 func parseGen(c *redis.StringCmd) uint64 {
@@ -204,17 +217,30 @@ func (s *redisTier) write(e *entry, fresh, grace time.Duration, ls *lease) {
 		s.dropped.Add(1)
 		return
 	}
-	val := encodeRedis(e, fresh, grace)
 	held := *ls
 	*ls = lease{}
 	go func() {
 		defer func() { <-s.writes; s.pending.Done() }()
 		ctx := context.Background()
-		stored := s.call(ctx, func(ctx context.Context) error {
+		val, err := s.encode(e, fresh, grace)
+		stored := err == nil && s.call(ctx, func(ctx context.Context) error {
 			return s.rdb.Set(ctx, e.key, val, fresh+grace).Err()
 		})
 		s.release(ctx, held, stored && e.scope == mcp.ScopePublic)
 	}()
+}
+
+// encode is e's value in Redis, its body sealed when it is private and the
+// tier seals (in the write's goroutine: the caller has its answer already).
+func (s *redisTier) encode(e *entry, fresh, grace time.Duration) ([]byte, error) {
+	if s.sealer == nil || e.scope != mcp.ScopePrivate {
+		return encodeRedis(e, e.body, false, fresh, grace), nil
+	}
+	sealed, err := s.sealer.seal(e.fp, e.key, e.body)
+	if err != nil {
+		return nil, err
+	}
+	return encodeRedis(e, sealed, true, fresh, grace), nil
 }
 
 // invalidation is what replicas tell each other: a tag of an upstream

@@ -99,7 +99,12 @@ func hintedUpstream(b *testing.B) (*httpUpstream, *atomic.Int64) {
 	var calls atomic.Int64
 	text := strings.Repeat("manifold benchmark payload ", 38)[:1024]
 	s := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ServerOptions{
-		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.TTLMs, c.CacheScope = 600_000, "public" },
+		SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
+			c.TTLMs, c.CacheScope = 600_000, "public"
+			if r, ok := req.(*mcp.ReadResourceRequest); ok && strings.HasPrefix(r.Params.URI, "test://priv/") {
+				c.CacheScope = "private"
+			}
+		},
 	})
 	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "test://{+path}", Name: "any"},
 		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
@@ -166,6 +171,25 @@ func BenchmarkCachedRead(b *testing.B) {
 	benchPost(b, redisOnly.URL, h, body)
 	redisEntries(b, rs, "public", 1)
 	b.Run("manifold-redis-hit", func(b *testing.B) { parallel(b, redisOnly.URL, h, body) })
+}
+
+// BenchmarkSealedRedisHit is the cost of cache.redis.encrypt_private on a
+// Redis hit of a 1 KiB private entry (memory tier off, so every read is a
+// Redis hit): the same reads with sealing off and on, side by side.
+func BenchmarkSealedRedisHit(b *testing.B) {
+	up, _ := hintedUpstream(b)
+	uri := "h+test://priv/doc"
+	h := headers("resources/read", uri)
+	h.Set("Authorization", "Bearer bench-token")
+	body := []byte(rpcBody(1, "resources/read", fmt.Sprintf(`"uri":%q`, uri)))
+	rs := redistest.Start(b)
+	for _, seal := range []bool{false, true} {
+		p := startProxy(b, fmt.Sprintf("cache: {memory: {max_bytes: 0}, secret: bench-secret-0123456789, redis: {url: %q, prefix: %q, encrypt_private: %v}}\nupstreams:", rs.URL(), fmt.Sprint(seal), seal)+
+			httpUpstreamYAML("h", up.URL, "forward_headers: [Authorization]"))
+		benchPost(b, p.URL, h, body)
+		redisEntries(b, rs, "private", map[bool]int{false: 1, true: 2}[seal])
+		b.Run(map[bool]string{false: "clear", true: "sealed"}[seal], func(b *testing.B) { parallel(b, p.URL, h, body) })
+	}
 }
 
 // BenchmarkMiss measures a cacheable read that misses every tier (a new URI

@@ -223,6 +223,9 @@ type Redis struct {
 	// BreakerCooldown, during which Redis is not asked.
 	BreakerFailures int           `yaml:"breaker_failures"`
 	BreakerCooldown time.Duration `yaml:"breaker_cooldown"`
+	// EncryptPrivate seals private entries in Redis with AES-GCM under a
+	// key per caller derived (HKDF) from cache.secret.
+	EncryptPrivate bool `yaml:"encrypt_private"`
 }
 
 // Enabled reports whether a Redis tier is configured.

@@ -25,6 +25,8 @@ import (
 type Server struct {
 	t    testing.TB
 	Addr string
+	// Dir is the server's working directory: where SAVE writes dump.rdb.
+	Dir string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -43,7 +45,7 @@ func Start(t testing.TB) *Server {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	s := &Server{t: t, Addr: addr}
+	s := &Server{t: t, Addr: addr, Dir: t.TempDir()}
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
@@ -60,6 +62,7 @@ func (s *Server) Restart() {
 	defer s.mu.Unlock()
 	_, port, _ := net.SplitHostPort(s.Addr)
 	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning", "--enable-debug-command", "local")
+	s.cmd.Dir = s.Dir
 	if err := s.cmd.Start(); err != nil {
 		s.t.Errorf("start redis-server: %v", err)
 		return

@@ -162,6 +162,7 @@ func cacheOptions(cfg *config.Config, log *slog.Logger) (cache.Options, error) {
 			Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: r.Password, DB: r.DB,
 		},
 		Prefix: r.Prefix, Timeout: r.Timeout, BreakerFailures: r.BreakerFailures, BreakerCooldown: r.BreakerCooldown,
+		EncryptPrivate: r.EncryptPrivate,
 	}
 	if r.URL != "" {
 		u, err := redis.ParseURL(r.URL)
