@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -73,7 +74,7 @@ func newHintedServer() *hintedServer {
 	h.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "test://{+path}", Name: "any"},
 		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			uri := req.Params.URI
-			who := req.Extra.Header.Get("Authorization")
+			who := principalOf(req.Extra.Header.Get("Authorization"))
 			if who == "Bearer denied" {
 				return nil, fmt.Errorf("access denied")
 			}
@@ -100,6 +101,25 @@ func newHintedServer() *hintedServer {
 			return res, nil
 		})
 	return h
+}
+
+// principalOf is how the hinted server tells callers apart: a bearer JWT
+// by its subject ("Bearer " + sub, as an upstream that answers per user
+// would, whatever token the user holds now), anything else as sent.
+func principalOf(authorization string) string {
+	tok, ok := strings.CutPrefix(authorization, "Bearer ")
+	parts := strings.Split(tok, ".")
+	if !ok || len(parts) != 3 {
+		return authorization
+	}
+	body, err := decodeSegment(parts[1])
+	var c struct {
+		Sub string `json:"sub"`
+	}
+	if err != nil || json.Unmarshal(body, &c) != nil || c.Sub == "" {
+		return authorization
+	}
+	return "Bearer " + c.Sub
 }
 
 func (h *hintedServer) count(uri string) int {
