@@ -30,7 +30,7 @@ type redisTier struct {
 	lifetime time.Duration // the longest an entry can live: generation keys outlive it
 	brk      *breaker.Breaker
 	log      *slog.Logger
-	origin   string // this replica, to skip its own invalidation messages
+	origin   string  // this replica, to skip its own invalidation messages
 	sealer   *sealer // seals private bodies; nil: stored in clear
 
 	errors  atomic.Uint64
