@@ -34,7 +34,9 @@ type httpConn struct {
 	onMsg   onMessage
 }
 
-func newHTTPConn(o Options, onMsg onMessage) *httpConn {
+// httpClient is the client of an HTTP upstream: o.Transport, or a pooled
+// transport keeping MaxIdleConns for reuse, with the upstream's TLS.
+func httpClient(o Options) *http.Client {
 	rt := o.Transport
 	if rt == nil {
 		tr := cleanhttp.DefaultPooledTransport()
@@ -44,7 +46,11 @@ func newHTTPConn(o Options, onMsg onMessage) *httpConn {
 		tr.TLSClientConfig = o.TLS
 		rt = tr
 	}
-	plain := &http.Client{Transport: rt}
+	return &http.Client{Transport: rt}
+}
+
+func newHTTPConn(o Options, onMsg onMessage) *httpConn {
+	plain := httpClient(o)
 	rc := retryablehttp.NewClient()
 	rc.HTTPClient = plain
 	rc.Logger = nil // request URLs and headers are not for the log
@@ -119,7 +125,7 @@ func (c *httpConn) request(ctx context.Context, ex *exchange) (*http.Response, e
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json, text/event-stream")
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
-	if ex.version != "" && ex.version != mcp.Version20250326 {
+	if ex.version != "" && mcp.HasVersionHeader(ex.version) {
 		h.Set(mcp.HeaderProtocolVersion, ex.version)
 	}
 	if ex.session != "" {
@@ -404,7 +410,7 @@ func (c *httpConn) stream(ctx context.Context, s *session) error {
 	if s.id != "" {
 		req.Header.Set(mcp.HeaderSessionID, s.id)
 	}
-	if s.Version != mcp.Version20250326 {
+	if mcp.HasVersionHeader(s.Version) {
 		req.Header.Set(mcp.HeaderProtocolVersion, s.Version)
 	}
 	resp, err := c.plain.Do(req)

@@ -60,8 +60,11 @@ type Info struct {
 type Options struct {
 	Name string
 
-	// URL is the endpoint of a Streamable HTTP server (either era).
+	// URL is the endpoint of a Streamable HTTP server (either era), or the
+	// SSE endpoint of a 2024-11-05 HTTP+SSE one.
 	URL string
+	// Wire is how URL is spoken to: WireAuto (""), WireHTTP or WireSSE.
+	Wire string
 	// Header is sent with every HTTP request; ForwardHeaders names the
 	// caller headers passed on.
 	Header         http.Header
@@ -179,10 +182,15 @@ func New(o Options) (*Upstream, error) {
 	})
 	u.w.changed = make(chan struct{}, 1)
 	u.w.up = make(chan struct{})
-	if len(o.Command) > 0 {
+	switch {
+	case len(o.Command) > 0:
 		u.conn, err = newStdioConn(o, u.log, u.onServerMessage)
-	} else {
+	case o.Wire == WireHTTP:
 		u.conn = newHTTPConn(o, u.onServerMessage)
+	case o.Wire == WireSSE:
+		u.conn, err = newSSEConn(o, u.log, u.onServerMessage)
+	default:
+		u.conn = newAutoConn(o, u.log, u.onServerMessage)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", o.Name, err)
@@ -247,10 +255,7 @@ func (u *Upstream) Status() Status {
 	u.mu.Lock()
 	st.Protocol = u.last
 	u.mu.Unlock()
-	st.Transport = "http"
-	if len(u.o.Command) > 0 {
-		st.Transport = "stdio"
-	}
+	st.Transport = u.wire()
 	return st
 }
 
@@ -448,7 +453,7 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 		}
 		u.last = s.Version
 		u.mu.Unlock()
-		u.log.Info("upstream ready", "protocol", s.Version, "server", s.ServerInfo.Name, "serverVersion", s.ServerInfo.Version)
+		u.log.Info("upstream ready", "transport", u.wire(), "protocol", s.Version, "server", s.ServerInfo.Name, "serverVersion", s.ServerInfo.Version)
 		return s, nil
 	})
 	select {
@@ -486,6 +491,10 @@ func (u *Upstream) negotiate(ctx context.Context) (*session, error) {
 	case mcp.IsLegacy(u.o.Protocol):
 		return u.initialize(ctx, gen, u.o.Protocol)
 	}
+	if u.wire() == WireSSE {
+		// HTTP+SSE servers predate server/discover.
+		return u.initialize(ctx, gen, mcp.Legacy[0])
+	}
 	pctx, cancel := context.WithTimeout(ctx, min(probeTimeout, u.o.Timeout))
 	s, err := u.discover(pctx, gen)
 	cancel()
@@ -496,7 +505,27 @@ func (u *Upstream) negotiate(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	u.log.Debug("server/discover probe failed; trying legacy initialize", "err", err)
-	return u.initialize(ctx, gen, mcp.Legacy[0])
+	s, err = u.initialize(ctx, gen, mcp.Legacy[0])
+	if ac, ok := u.conn.(*autoConn); ok && oldTransport(err) && ac.fallBack() {
+		if gen, err = u.conn.ready(ctx); err != nil {
+			return nil, err
+		}
+		return u.initialize(ctx, gen, mcp.Legacy[0])
+	}
+	return s, err
+}
+
+// wire names the transport the upstream is spoken to over now.
+func (u *Upstream) wire() string {
+	switch c := u.conn.(type) {
+	case *stdioConn:
+		return "stdio"
+	case *sseConn:
+		return WireSSE
+	case *autoConn:
+		return c.wire()
+	}
+	return WireHTTP
 }
 
 // discover probes for a modern server.

@@ -244,7 +244,11 @@ type Upstream struct {
 	// Required upstreams must be ready for /readyz to say ready.
 	Required bool `yaml:"required"`
 
-	URL            string            `yaml:"url"`
+	URL string `yaml:"url"`
+	// Transport is how url is spoken to: auto (Streamable HTTP, falling
+	// back to the 2024-11-05 HTTP+SSE transport on 404/405), http, sse;
+	// stdio for command.
+	Transport      string            `yaml:"transport"`
 	Headers        map[string]string `yaml:"headers"`
 	ForwardHeaders []string          `yaml:"forward_headers"`
 	TLS            TLS               `yaml:"tls"`

@@ -58,6 +58,10 @@ const (
 	DefaultCallTimeout      = 5 * time.Minute
 	DefaultRetries          = 2
 	DefaultMaxIdleConns     = 64
+	TransportAuto           = "auto"
+	TransportHTTP           = "http"
+	TransportSSE            = "sse"
+	TransportStdio          = "stdio"
 	CacheKeyCredential      = "credential"
 	CacheKeyPrincipal       = "principal"
 	DefaultMaxResponseBytes = 16 << 20
@@ -130,6 +134,7 @@ func (u *Upstream) applyDefaults() {
 	setDefault(&u.MaxResponseBytes, DefaultMaxResponseBytes)
 	setDefault(&u.MaxIdleConns, DefaultMaxIdleConns)
 	setDefault(&u.CacheKey, CacheKeyCredential)
+	setDefault(&u.Transport, TransportAuto)
 	setDefault(&u.DefaultScope, "private")
 }
 
@@ -375,6 +380,14 @@ func (u *Upstream) validateTransport(bad complain) {
 	}
 	if len(u.Command) > 0 && (len(u.Headers) > 0 || len(u.ForwardHeaders) > 0) {
 		bad("headers", "headers and forward_headers apply to HTTP upstreams (url) only")
+	}
+	switch {
+	case u.Transport != TransportAuto && u.Transport != TransportHTTP && u.Transport != TransportSSE && u.Transport != TransportStdio:
+		bad("transport", "must be auto, http, sse or stdio, not %q", u.Transport)
+	case u.Transport == TransportStdio && len(u.Command) == 0:
+		bad("transport", "stdio needs command")
+	case (u.Transport == TransportHTTP || u.Transport == TransportSSE) && u.URL == "":
+		bad("transport", "%s needs url", u.Transport)
 	}
 }
 

@@ -24,11 +24,16 @@ const (
 	Version20251125 = "2025-11-25"
 	Version20250618 = "2025-06-18"
 	Version20250326 = "2025-03-26"
+	Version20241105 = "2024-11-05"
 )
 
 // Legacy lists the session-based revisions Manifold can speak to an upstream,
 // newest first: the order in which it offers them in `initialize`.
-var Legacy = []string{Version20251125, Version20250618, Version20250326}
+var Legacy = []string{Version20251125, Version20250618, Version20250326, Version20241105}
+
+// HasVersionHeader reports whether revision v sends MCP-Protocol-Version on
+// its HTTP requests (2025-06-18 and later).
+func HasVersionHeader(v string) bool { return v != Version20250326 && v != Version20241105 }
 
 // IsLegacy reports whether v is a session-based revision Manifold speaks.
 func IsLegacy(v string) bool { return slices.Contains(Legacy, v) }

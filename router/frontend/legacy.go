@@ -40,8 +40,10 @@ type Legacy struct {
 	inflight map[string]context.CancelFunc // by session id and request id
 }
 
-// Negotiable are the revisions a legacy caller may speak, newest first.
-var Negotiable = mcp.Legacy
+// Negotiable are the revisions a legacy caller may speak, newest first:
+// those of Streamable HTTP. (2024-11-05, which upstreams may speak, came
+// with the HTTP+SSE transport, which callers of Manifold do not use.)
+var Negotiable = []string{mcp.Version20251125, mcp.Version20250618, mcp.Version20250326}
 
 // maxRounds bounds the input_required rounds of one legacy request.
 const maxRounds = 16

@@ -68,6 +68,7 @@ func upstreamOptions(uc config.Upstream, credentials []string) (upstream.Options
 	o := upstream.Options{
 		Name:           uc.Name,
 		URL:            uc.URL,
+		Wire:           uc.Transport,
 		Header:         http.Header{},
 		ForwardHeaders: uc.ForwardHeaders,
 		KeyByPrincipal: uc.CacheKey == config.CacheKeyPrincipal || !forwardsAny(uc.ForwardHeaders, credentials),

@@ -1,0 +1,90 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+)
+
+// The wire a URL upstream is spoken to over (Options.Wire).
+const (
+	// WireAuto probes Streamable HTTP and falls back to HTTP+SSE when the
+	// server refuses its POSTs with 404 or 405, as the specification's
+	// backwards-compatibility section describes.
+	WireAuto = "auto"
+	// WireHTTP is Streamable HTTP only (either era).
+	WireHTTP = "http"
+	// WireSSE is the 2024-11-05 HTTP+SSE transport only.
+	WireSSE = "sse"
+)
+
+// autoConn is WireAuto: Streamable HTTP until negotiation finds that the
+// server speaks only HTTP+SSE, then HTTP+SSE for the upstream's life.
+type autoConn struct {
+	o     Options
+	log   *slog.Logger
+	onMsg onMessage
+
+	mu  sync.Mutex
+	cur conn
+	sse bool
+}
+
+func newAutoConn(o Options, log *slog.Logger, onMsg onMessage) *autoConn {
+	return &autoConn{o: o, log: log, onMsg: onMsg, cur: newHTTPConn(o, onMsg)}
+}
+
+func (a *autoConn) c() conn {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cur
+}
+
+// oldTransport reports whether err, a Streamable HTTP initialize's, says
+// the server does not take POSTs there: the sign of a 2024-11-05 server.
+func oldTransport(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed)
+}
+
+// fallBack switches to HTTP+SSE, once, and reports whether it did.
+func (a *autoConn) fallBack() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sse {
+		return false
+	}
+	c, err := newSSEConn(a.o, a.log, a.onMsg)
+	if err != nil {
+		return false
+	}
+	a.cur, a.sse = c, true
+	a.log.Info("upstream refuses Streamable HTTP (404/405); speaking the 2024-11-05 HTTP+SSE transport")
+	return true
+}
+
+func (a *autoConn) wire() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sse {
+		return WireSSE
+	}
+	return WireHTTP
+}
+
+func (a *autoConn) ready(ctx context.Context) (uint64, error) { return a.c().ready(ctx) }
+func (a *autoConn) alive(gen uint64) bool                     { return a.c().alive(gen) }
+func (a *autoConn) scoped(s *session) bool                    { return a.c().scoped(s) }
+func (a *autoConn) call(ctx context.Context, ex *exchange) (*reply, error) {
+	return a.c().call(ctx, ex)
+}
+func (a *autoConn) send(ctx context.Context, ex *exchange) error { return a.c().send(ctx, ex) }
+func (a *autoConn) close(ctx context.Context, sid string) error  { return a.c().close(ctx, sid) }
+func (a *autoConn) stream(ctx context.Context, s *session) error { return a.c().stream(ctx, s) }
+func (a *autoConn) listen(ctx context.Context, ex *exchange, deliver func(*jsonrpc.Message)) error {
+	return a.c().listen(ctx, ex, deliver)
+}

@@ -1,0 +1,415 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/sse"
+)
+
+// sseConn speaks the HTTP+SSE transport of revision 2024-11-05: Manifold
+// opens GET on the server's URL, the first event (`endpoint`) names where to
+// POST messages, and every answer, notification and server request arrives
+// on that one stream, matched to its call by id, as on a stdio server's
+// stdout. So it is built like stdioConn: one stream at a time, each a new
+// generation, reopened after a drop with the same capped backoff and
+// jitter; calls in flight when it drops fail as unreachable.
+//
+// The endpoint must be on the stream's own origin: a server (or whoever
+// answers for it) cannot send Manifold's requests, with the callers'
+// forwarded credentials, anywhere else.
+type sseConn struct {
+	o      Options
+	log    *slog.Logger
+	onMsg  onMessage
+	base   *url.URL
+	client *http.Client
+
+	mu            sync.Mutex
+	cur           *sseStream
+	up            chan struct{} // closed when cur becomes non-nil; replaced when it ends
+	restarting    bool          // the stream ended and the next waits out its backoff
+	stopped       bool
+	stop          chan struct{}
+	done          chan struct{} // closed when the supervisor has exited
+	unknown       atomic.Int64  // answers to no call in flight
+	unknownLogged atomic.Int64  // when that was last logged (UnixNano)
+}
+
+// sseStream is one open GET stream: one session of the server.
+type sseStream struct {
+	gen      uint64
+	endpoint string
+	cancel   context.CancelFunc // ends the GET
+
+	pmu     sync.Mutex
+	pending map[string]*pendingCall
+	exited  chan struct{} // closed once the stream has ended and calls failed
+}
+
+// unknownLogEvery bounds the log of answers to no call.
+const unknownLogEvery = 10 * time.Second
+
+// errNoEndpoint: the server did not say where to post, in time or at all.
+var errNoEndpoint = errors.New("no endpoint event")
+
+// errStreamClosed: the stream ended with the call in flight.
+var errStreamClosed = errors.New("SSE stream closed before answering")
+
+func newSSEConn(o Options, log *slog.Logger, onMsg onMessage) (*sseConn, error) {
+	base, err := url.Parse(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("url: %w", err)
+	}
+	c := &sseConn{o: o, log: log, onMsg: onMsg, base: base, client: httpClient(o),
+		up: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	go c.supervise()
+	return c, nil
+}
+
+// supervise keeps one stream open, reopening it after each end.
+func (c *sseConn) supervise() {
+	defer close(c.done)
+	var gen uint64
+	delay := restartMin
+	for {
+		gen++
+		opened := time.Now()
+		if s, err := c.open(gen); err != nil {
+			c.log.Warn("upstream SSE stream failed to open", "err", err)
+		} else if c.serve(s) {
+			return
+		}
+		if time.Since(opened) > restartReset {
+			delay = restartMin
+		}
+		wait := rand.N(delay) + delay/2
+		delay = min(delay*2, restartMax)
+		select {
+		case <-time.After(wait):
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+// serve makes s current until it ends, and reports whether the connection
+// is stopped.
+func (c *sseConn) serve(s *sseStream) (stopped bool) {
+	c.mu.Lock()
+	c.cur, c.restarting = s, false
+	close(c.up)
+	c.mu.Unlock()
+	select {
+	case <-s.exited:
+	case <-c.stop:
+		s.cancel()
+		<-s.exited
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cur, c.restarting = nil, true
+	c.up = make(chan struct{})
+	if !c.stopped {
+		c.log.Warn("upstream SSE stream ended; reconnecting", "generation", s.gen)
+	}
+	return c.stopped
+}
+
+// open sends the GET and waits, within the upstream's timeout, for the
+// endpoint event.
+func (c *sseConn) open(gen uint64) (*sseStream, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	timer := time.AfterFunc(c.o.Timeout, cancel)
+	resp, err := c.get(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	rd := sse.NewReader(resp.Body, int(c.o.MaxResponseBytes))
+	endpoint, err := c.endpoint(rd)
+	if !timer.Stop() && err == nil {
+		err = fmt.Errorf("%w within %s", errNoEndpoint, c.o.Timeout)
+	}
+	if err != nil {
+		cancel()
+		resp.Body.Close()
+		return nil, err
+	}
+	s := &sseStream{gen: gen, endpoint: endpoint, cancel: cancel, pending: map[string]*pendingCall{}, exited: make(chan struct{})}
+	c.log.Info("upstream SSE stream open", "generation", gen, "endpoint", endpoint)
+	go func() {
+		c.readLoop(s, rd)
+		cancel()
+		resp.Body.Close()
+		s.failPending()
+		close(s.exited)
+	}()
+	return s, nil
+}
+
+func (c *sseConn) get(ctx context.Context) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.o.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range c.o.Header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		return nil, &StatusError{Status: resp.StatusCode, Body: fmt.Sprintf("%s (Content-Type %q)", bytes.TrimSpace(b), resp.Header.Get("Content-Type"))}
+	}
+	return resp, nil
+}
+
+// endpoint reads events up to the endpoint event and resolves its URL
+// against the stream's; it must be on the same origin.
+func (c *sseConn) endpoint(rd *sse.Reader) (string, error) {
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			return "", fmt.Errorf("%w: %w", errNoEndpoint, err)
+		}
+		if ev.Name != "endpoint" {
+			continue // nothing can be answered before it
+		}
+		u, err := c.base.Parse(strings.TrimSpace(string(ev.Data)))
+		if err != nil {
+			return "", fmt.Errorf("malformed endpoint event %.100q: %w", ev.Data, err)
+		}
+		if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
+			return "", fmt.Errorf("endpoint %s is not on the stream's origin %s://%s: refused", u.Redacted(), c.base.Scheme, c.base.Host)
+		}
+		return u.String(), nil
+	}
+}
+
+// readLoop passes each message event on, until the stream ends or breaks
+// its bounds (an event over max_response_bytes ends it).
+func (c *sseConn) readLoop(s *sseStream, rd *sse.Reader) {
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			if errors.Is(err, sse.ErrTooLarge) {
+				c.log.Warn("upstream SSE event larger than max_response_bytes; dropping the stream", "limit", c.o.MaxResponseBytes)
+			}
+			return
+		}
+		if ev.Name != "" && ev.Name != "message" {
+			continue
+		}
+		c.dispatch(s, ev.Data)
+	}
+}
+
+func (c *sseConn) dispatch(s *sseStream, data []byte) {
+	m, rpcErr := jsonrpc.Decode(data)
+	if rpcErr != nil {
+		c.log.Warn("upstream sent an event that is not a JSON-RPC message", "err", rpcErr.Message)
+		return
+	}
+	if !m.IsResponse() {
+		c.onMsg(context.Background(), m, nil, func(answer *jsonrpc.Message) {
+			_ = c.post(context.Background(), s, answer, nil)
+		})
+		return
+	}
+	s.pmu.Lock()
+	pc := s.pending[string(m.ID)]
+	delete(s.pending, string(m.ID))
+	s.pmu.Unlock()
+	if pc == nil {
+		// A late answer to a call that gave up, or a made-up id: logged at
+		// most every unknownLogEvery, with the count, so a flood cannot
+		// flood the log.
+		n := c.unknown.Add(1)
+		if last := c.unknownLogged.Load(); time.Since(time.Unix(0, last)) >= unknownLogEvery && c.unknownLogged.CompareAndSwap(last, time.Now().UnixNano()) {
+			c.log.Warn("upstream answered a call not in flight", "id", fmt.Sprintf("%.64s", m.ID), "count", n)
+		}
+		return
+	}
+	pc.reply <- m
+}
+
+func (s *sseStream) failPending() {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	for id, pc := range s.pending {
+		close(pc.reply)
+		delete(s.pending, id)
+	}
+}
+
+// post sends one message to the endpoint; the answer, if any, comes on the
+// stream. header holds the caller headers forwarded with it.
+func (c *sseConn) post(ctx context.Context, s *sseStream, m *jsonrpc.Message, header http.Header) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, bytes.NewReader(m.Encode()))
+	if err != nil {
+		return err
+	}
+	for k, v := range c.o.Header {
+		req.Header[k] = v
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return &StatusError{Status: resp.StatusCode, Body: string(bytes.TrimSpace(b))}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return nil
+}
+
+func (c *sseConn) current() *sseStream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur
+}
+
+func (c *sseConn) ready(ctx context.Context) (uint64, error) {
+	for {
+		c.mu.Lock()
+		s, up, stopped, restarting := c.cur, c.up, c.stopped, c.restarting
+		c.mu.Unlock()
+		switch {
+		case stopped:
+			return 0, errors.New("upstream is shut down")
+		case s != nil:
+			return s.gen, nil
+		case restarting:
+			return 0, errStreamClosed
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return 0, fmt.Errorf("waiting for the SSE stream: %w", ctx.Err())
+		}
+	}
+}
+
+func (c *sseConn) scoped(*session) bool { return false }
+
+func (c *sseConn) alive(gen uint64) bool {
+	s := c.current()
+	return s != nil && s.gen == gen
+}
+
+func (c *sseConn) call(ctx context.Context, ex *exchange) (*reply, error) {
+	s := c.current()
+	if s == nil || s.gen != ex.gen {
+		return nil, errSessionGone
+	}
+	pc := &pendingCall{reply: make(chan *jsonrpc.Message, 1)}
+	key := string(ex.msg.ID)
+	s.pmu.Lock()
+	s.pending[key] = pc
+	s.pmu.Unlock()
+	forget := func() {
+		s.pmu.Lock()
+		delete(s.pending, key)
+		s.pmu.Unlock()
+	}
+	if err := c.post(ctx, s, &ex.msg, ex.header); err != nil {
+		forget()
+		return nil, err
+	}
+	select {
+	case m, ok := <-pc.reply:
+		if !ok {
+			return nil, errStreamClosed
+		}
+		return &reply{Message: m}, nil
+	case <-ctx.Done():
+		forget()
+		c.cancel(s, ex.msg.ID, ctx.Err())
+		return nil, ctx.Err()
+	}
+}
+
+// cancel tells the server the caller gave up, so it can stop working.
+func (c *sseConn) cancel(s *sseStream, id json.RawMessage, cause error) {
+	b, err := jsonrpc.Notification(mcp.NotifyCancelled, map[string]any{"requestId": id, "reason": cause.Error()})
+	if err != nil {
+		return
+	}
+	m, rpcErr := jsonrpc.Decode(b)
+	if rpcErr != nil {
+		return
+	}
+	ctx, done := context.WithTimeout(context.Background(), c.o.Timeout)
+	defer done()
+	_ = c.post(ctx, s, m, nil)
+}
+
+func (c *sseConn) send(ctx context.Context, ex *exchange) error {
+	s := c.current()
+	if s == nil || (ex.gen != 0 && s.gen != ex.gen) {
+		return errSessionGone
+	}
+	return c.post(ctx, s, &ex.msg, ex.header)
+}
+
+// close stops the supervisor, which ends the stream, and waits for it.
+func (c *sseConn) close(ctx context.Context, _ string) error {
+	c.mu.Lock()
+	if !c.stopped {
+		c.stopped = true
+		close(c.stop)
+	}
+	c.mu.Unlock()
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("closing the SSE stream: %w", ctx.Err())
+	}
+}
+
+// listen: a 2024-11-05 server has no subscriptions/listen.
+func (c *sseConn) listen(context.Context, *exchange, func(*jsonrpc.Message)) error {
+	return errNoStream
+}
+
+// stream waits for the stream the session belongs to: it carries the
+// session's notifications, already read by readLoop.
+func (c *sseConn) stream(ctx context.Context, s *session) error {
+	st := c.current()
+	if st == nil || st.gen != s.gen {
+		return errSessionGone
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-st.exited:
+		return errSessionGone
+	}
+}
