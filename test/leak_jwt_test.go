@@ -142,7 +142,7 @@ func leakRandomized(t *testing.T, rs *redistest.Server, replicas []*proxy, token
 					}
 				}
 				if done.Add(1) == 200 {
-					rs.Restart()
+					rs.Restart() // stops it first
 				}
 			}
 		})

@@ -54,12 +54,18 @@ func Start(t testing.TB) *Server {
 // URL is the server's redis:// URL.
 func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 
-// Restart starts the server again on the same port (after Stop), or for the
-// first time. Its data is gone: persistence is off. It may be called from
-// any goroutine; a failure to start fails the test.
+// Restart starts the server again on the same port (stopping it first if
+// it runs), or for the first time. Its data is gone: persistence is off. It
+// may be called from any goroutine; a failure to start fails the test.
 func (s *Server) Restart() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.cmd != nil && s.cmd.Process != nil {
+		// A process not stopped first would outlive the test: the new one
+		// could not bind its port, and the old one would lose its handle.
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+	}
 	_, port, _ := net.SplitHostPort(s.Addr)
 	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning", "--enable-debug-command", "local")
 	s.cmd.Dir = s.Dir
