@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +25,11 @@ type rawSSE struct {
 	flood    bool
 	streams  atomic.Int32
 	answers  chan []byte
+	// posts records each POST's Authorization and X-Static headers, and
+	// pong the id of the last response Manifold posted.
+	mu    sync.Mutex
+	posts []string
+	pong  string
 }
 
 func newRawSSE(t *testing.T, endpoint func(string) string) *rawSSE {
@@ -98,7 +104,13 @@ func (r *rawSSE) message(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
-	if m.ID == nil {
+	r.mu.Lock()
+	r.posts = append(r.posts, req.Header.Get("Authorization")+"|"+req.Header.Get("X-Static"))
+	if m.Method == "" && m.ID != nil {
+		r.pong = string(m.ID)
+	}
+	r.mu.Unlock()
+	if m.ID == nil || m.Method == "" {
 		return
 	}
 	result := `{}`
@@ -205,5 +217,32 @@ func TestSSEHostileServers(t *testing.T) {
 		if lines == 0 || lines > 2 {
 			t.Errorf("%d log lines for the flood, want a few", lines)
 		}
+	})
+}
+
+// Each POST carries the upstream's own headers and the caller's forwarded
+// ones; a ping the server sends on the stream is answered (by POST).
+func TestSSEHeadersAndPing(t *testing.T) {
+	raw := newRawSSE(t, sameOrigin)
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("raw", raw.url(), "transport: sse", "headers: {X-Static: s1}", "forward_headers: [Authorization]"))
+	h := headers("resources/read", "raw+test://raw/0")
+	h.Set("Authorization", "Bearer caller-token")
+	if r := post(t, p.URL, h, rpcBody(1, "resources/read", `"uri":"raw+test://raw/0"`)); r.Error != nil {
+		t.Fatalf("read: %s", r.Body)
+	}
+	raw.mu.Lock()
+	posts := fmt.Sprint(raw.posts)
+	raw.mu.Unlock()
+	if !strings.Contains(posts, "Bearer caller-token|s1") || !strings.Contains(posts, "|s1") {
+		t.Errorf("headers on the POSTs: %s", posts)
+	}
+	raw.answers <- []byte(`{"jsonrpc":"2.0","id":"srv-ping-1","method":"ping"}`)
+	eventually(t, 5*time.Second, func() error {
+		raw.mu.Lock()
+		defer raw.mu.Unlock()
+		if raw.pong != `"srv-ping-1"` {
+			return fmt.Errorf("the server's ping was not answered (last response id %q)", raw.pong)
+		}
+		return nil
 	})
 }
