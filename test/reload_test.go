@@ -2,6 +2,7 @@ package test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // A reload (SIGHUP) that removes one upstream, adds another and changes a
@@ -28,13 +31,16 @@ func TestReload(t *testing.T) {
 	bee := newSDKServer("bee", sdkOptions{resources: 5, pageSize: 2})
 	addSleepTool(bee)
 	b := modernSDK(t, bee)
-	c := modernSDK(t, newSDKServer("cee", sdkOptions{resources: 1}))
+	cee := newSDKServer("cee", sdkOptions{resources: 1})
+	c := modernSDK(t, cee)
 	first := "upstreams:" + httpUpstreamYAML("a", a.URL) + httpUpstreamYAML("b", b.URL)
 	o := startOps(t, first)
 	o.waitReady(t, http.StatusOK, map[string]string{"a": "ready", "b": "ready"})
 
 	st := listen(t, o.MCP, 9, `{"resourceSubscriptions":["a+test://doc"]}`)
 	st.next(t, 5*time.Second)
+	lists := listen(t, o.MCP, 10, `{"resourcesListChanged":true}`)
+	lists.next(t, 5*time.Second)
 	eventually(t, 10*time.Second, func() error {
 		if lt.watching("test://doc") == 0 {
 			return fmt.Errorf("not watched upstream yet")
@@ -61,6 +67,18 @@ func TestReload(t *testing.T) {
 		return nil
 	})
 	afterReload(t, o, h, st, page.NextCursor, slow)
+	// A stream opened before the reload hears of the upstream it added.
+	for drained := false; !drained; {
+		select {
+		case <-lists.events:
+		case <-time.After(500 * time.Millisecond):
+			drained = true
+		}
+	}
+	cee.AddResource(&mcp.Resource{URI: "test://cee/new", Name: "new"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{}, nil
+	})
+	lists.expect(t, 10, "notifications/resources/list_changed", "")
 	invalidReload(t, o)
 }
 

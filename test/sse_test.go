@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,4 +207,37 @@ func TestSSEConcurrentCallsAndTimeout(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A Streamable HTTP server that answers 404 for a moment (a rollout, an
+// ingress reloading) is not pinned to the HTTP+SSE transport: the fallback
+// is kept only if an SSE stream opens, and the next negotiation speaks
+// Streamable HTTP again. A server with its protocol pinned to 2024-11-05
+// under transport auto falls back too.
+func TestSSEFallbackOnlyWhenAStreamOpens(t *testing.T) {
+	var refused atomic.Int32
+	h := modernHandler(newSDKServer("flaky", sdkOptions{resources: 1}))
+	flaky := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refused.Add(1) <= 4 {
+			http.NotFound(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("flaky", flaky.URL))
+	eventually(t, 15*time.Second, func() error {
+		r := post(t, p.URL, headers("resources/read", "flaky+test://flaky/0"), rpcBody(1, "resources/read", `"uri":"flaky+test://flaky/0"`))
+		if r.Error != nil {
+			return fmt.Errorf("read: %s", r.Body)
+		}
+		return nil
+	})
+	if logs := p.Logs.String(); strings.Contains(logs, "speaking the 2024-11-05") || !strings.Contains(logs, "transport=http") {
+		t.Errorf("a passing 404 pinned the transport:\n%s", logs)
+	}
+	s := mcpgoSSE(t)
+	q := startProxy(t, "upstreams:"+httpUpstreamYAML("old", s.url, "protocol: 2024-11-05"))
+	if text := readText(t, q.URL, "old+test://go/0"); text != "go resource 0" {
+		t.Errorf("pinned 2024-11-05 under transport auto: %q", text)
+	}
 }

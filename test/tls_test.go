@@ -209,3 +209,37 @@ func TestMutualTLSPrincipal(t *testing.T) {
 		t.Errorf("alice (o=eng): %s", r.Body)
 	}
 }
+
+// With two CAs trusted, the same subject from each is two principals: one
+// CA cannot issue a certificate that is the other's user.
+func TestClientCertPrincipalIncludesIssuer(t *testing.T) {
+	dir := t.TempDir()
+	ca, partner := newTestCA(t, dir, "Manifold Test CA"), newTestCA(t, dir, "Partner CA")
+	ca.issue(t, dir, "server", pkix.Name{CommonName: "server"}, true)
+	a, _ := os.ReadFile(ca.File)
+	b, _ := os.ReadFile(partner.File)
+	bundle := filepath.Join(dir, "clients.pem")
+	if err := os.WriteFile(bundle, append(a, b...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHintedServer()
+	up := modernSDK(t, h.Server)
+	url := startTLS(t, fmt.Sprintf("tls: {cert_file: %q, key_file: %q, client_ca_file: %q}\nauth: {principal_from: client_cert}\nupstreams:",
+		filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"), bundle)+httpUpstreamYAML("h", up.URL))
+	for _, issuer := range []*testCA{ca, partner} {
+		cert := issuer.issue(t, "", "", pkix.Name{CommonName: "alice", Organization: []string{"eng"}}, false)
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(rpcBody(1, "resources/read", `"uri":"h+test://priv/issuer"`)))
+		req.Header = headers("resources/read", "h+test://priv/issuer")
+		cl := tlsClient(ca, &cert, 0)
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := decodeRaw(t, resp); r.Error != nil {
+			t.Fatalf("read: %s", r.Body)
+		}
+	}
+	if n := h.count("test://priv/issuer"); n != 2 {
+		t.Errorf("alice of two CAs: %d upstream calls, want 2 (two principals)", n)
+	}
+}

@@ -29,13 +29,16 @@ type autoConn struct {
 	log   *slog.Logger
 	onMsg onMessage
 
-	mu  sync.Mutex
-	cur conn
-	sse bool
+	mu     sync.Mutex
+	cur    conn
+	http   *httpConn
+	sse    bool
+	closed bool
 }
 
 func newAutoConn(o Options, log *slog.Logger, onMsg onMessage) *autoConn {
-	return &autoConn{o: o, log: log, onMsg: onMsg, cur: newHTTPConn(o, onMsg)}
+	h := newHTTPConn(o, onMsg)
+	return &autoConn{o: o, log: log, onMsg: onMsg, cur: h, http: h}
 }
 
 func (a *autoConn) c() conn {
@@ -51,11 +54,12 @@ func oldTransport(err error) bool {
 	return errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed)
 }
 
-// fallBack switches to HTTP+SSE, once, and reports whether it did.
+// fallBack switches to HTTP+SSE and reports whether it did: not after
+// close, nor when it already has.
 func (a *autoConn) fallBack() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.sse {
+	if a.sse || a.closed {
 		return false
 	}
 	c, err := newSSEConn(a.o, a.log, a.onMsg)
@@ -63,8 +67,25 @@ func (a *autoConn) fallBack() bool {
 		return false
 	}
 	a.cur, a.sse = c, true
-	a.log.Info("upstream refuses Streamable HTTP (404/405); speaking the 2024-11-05 HTTP+SSE transport")
 	return true
+}
+
+// settle keeps HTTP+SSE if its stream opened (ok), else goes back to
+// Streamable HTTP, so that a 404 of a moment (a rollout, an ingress
+// reloading) does not pin a Streamable HTTP server to the wrong transport;
+// the next negotiation tries again.
+func (a *autoConn) settle(ctx context.Context, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.sse {
+		return
+	}
+	if ok {
+		a.log.Info("upstream refuses Streamable HTTP (404/405) and opened an SSE stream: speaking the 2024-11-05 HTTP+SSE transport")
+		return
+	}
+	_ = a.cur.close(ctx, "")
+	a.cur, a.sse = a.http, false
 }
 
 func (a *autoConn) wire() string {
@@ -83,7 +104,15 @@ func (a *autoConn) call(ctx context.Context, ex *exchange) (*reply, error) {
 	return a.c().call(ctx, ex)
 }
 func (a *autoConn) send(ctx context.Context, ex *exchange) error { return a.c().send(ctx, ex) }
-func (a *autoConn) close(ctx context.Context, sid string) error  { return a.c().close(ctx, sid) }
+
+// close closes the transport in use; no fallback starts after it.
+func (a *autoConn) close(ctx context.Context, sid string) error {
+	a.mu.Lock()
+	a.closed = true
+	c := a.cur
+	a.mu.Unlock()
+	return c.close(ctx, sid)
+}
 func (a *autoConn) stream(ctx context.Context, s *session) error { return a.c().stream(ctx, s) }
 func (a *autoConn) listen(ctx context.Context, ex *exchange, deliver func(*jsonrpc.Message)) error {
 	return a.c().listen(ctx, ex, deliver)

@@ -59,6 +59,7 @@ type sseStream struct {
 
 	pmu     sync.Mutex
 	pending map[string]*pendingCall
+	failed  bool          // the stream ended: no call may wait on it
 	exited  chan struct{} // closed once the stream has ended and calls failed
 }
 
@@ -92,6 +93,7 @@ func (c *sseConn) supervise() {
 		opened := time.Now()
 		if s, err := c.open(gen); err != nil {
 			c.log.Warn("upstream SSE stream failed to open", "err", err)
+			c.failedToOpen()
 		} else if c.serve(s) {
 			return
 		}
@@ -105,6 +107,18 @@ func (c *sseConn) supervise() {
 		case <-c.stop:
 			return
 		}
+	}
+}
+
+// failedToOpen makes callers waiting for a stream fail now rather than at
+// their deadline: the next attempt is a backoff away.
+func (c *sseConn) failedToOpen() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.restarting {
+		c.restarting = true
+		close(c.up)
+		c.up = make(chan struct{})
 	}
 }
 
@@ -232,7 +246,13 @@ func (c *sseConn) dispatch(s *sseStream, data []byte) {
 	}
 	if !m.IsResponse() {
 		c.onMsg(context.Background(), m, nil, func(answer *jsonrpc.Message) {
-			_ = c.post(context.Background(), s, answer, nil)
+			// Off the read loop, and bounded: a POST that stalls must not
+			// stop the stream's answers from being read.
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), c.o.Timeout)
+				defer cancel()
+				_ = c.post(ctx, s, answer, nil)
+			}()
 		})
 		return
 	}
@@ -256,6 +276,7 @@ func (c *sseConn) dispatch(s *sseStream, data []byte) {
 func (s *sseStream) failPending() {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
+	s.failed = true
 	for id, pc := range s.pending {
 		close(pc.reply)
 		delete(s.pending, id)
@@ -331,6 +352,10 @@ func (c *sseConn) call(ctx context.Context, ex *exchange) (*reply, error) {
 	pc := &pendingCall{reply: make(chan *jsonrpc.Message, 1)}
 	key := string(ex.msg.ID)
 	s.pmu.Lock()
+	if s.failed {
+		s.pmu.Unlock()
+		return nil, errStreamClosed
+	}
 	s.pending[key] = pc
 	s.pmu.Unlock()
 	forget := func() {

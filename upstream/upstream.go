@@ -489,7 +489,7 @@ func (u *Upstream) negotiate(ctx context.Context) (*session, error) {
 	case u.o.Protocol == mcp.Version:
 		return u.discover(ctx, gen)
 	case mcp.IsLegacy(u.o.Protocol):
-		return u.initialize(ctx, gen, u.o.Protocol)
+		return u.initializeOn(ctx, gen, u.o.Protocol)
 	}
 	if u.wire() == WireSSE {
 		// HTTP+SSE servers predate server/discover.
@@ -505,14 +505,25 @@ func (u *Upstream) negotiate(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	u.log.Debug("server/discover probe failed; trying legacy initialize", "err", err)
-	s, err = u.initialize(ctx, gen, mcp.Legacy[0])
-	if ac, ok := u.conn.(*autoConn); ok && oldTransport(err) && ac.fallBack() {
-		if gen, err = u.conn.ready(ctx); err != nil {
-			return nil, err
-		}
-		return u.initialize(ctx, gen, mcp.Legacy[0])
+	return u.initializeOn(ctx, gen, mcp.Legacy[0])
+}
+
+// initializeOn is initialize and, with transport auto, the fallback the
+// specification describes: when Streamable HTTP refuses the POST (404,
+// 405), the HTTP+SSE transport on the same URL, kept only if its stream
+// opens.
+func (u *Upstream) initializeOn(ctx context.Context, gen uint64, version string) (*session, error) {
+	s, err := u.initialize(ctx, gen, version)
+	ac, ok := u.conn.(*autoConn)
+	if !ok || !oldTransport(err) || !ac.fallBack() {
+		return s, err
 	}
-	return s, err
+	sseGen, rerr := u.conn.ready(ctx)
+	ac.settle(ctx, rerr == nil)
+	if rerr != nil {
+		return nil, fmt.Errorf("%w (and no HTTP+SSE stream there: %w)", err, rerr)
+	}
+	return u.initialize(ctx, sseGen, version)
 }
 
 // wire names the transport the upstream is spoken to over now.

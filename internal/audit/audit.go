@@ -50,27 +50,45 @@ const queueLen = 4096
 type Log struct {
 	path    string
 	queue   chan Record
+	files   chan io.WriteCloser // a reopened file, for the writer to take up
 	done    chan struct{}
 	dropped atomic.Uint64
 	failed  atomic.Uint64
 
-	mu sync.Mutex // guards f and w against Reopen
-	f  io.WriteCloser
-	w  *bufio.Writer
+	mu     sync.RWMutex // Write holds it shared; Close exclusively, to close queue
+	closed bool
 }
 
 // Open starts a log writing to path (appended to), or to standard error.
 func Open(path string) (*Log, error) {
-	l := &Log{path: path, queue: make(chan Record, queueLen), done: make(chan struct{})}
-	if err := l.Reopen(); err != nil {
+	f, err := open(path)
+	if err != nil {
 		return nil, err
 	}
-	go l.run()
+	l := &Log{path: path, queue: make(chan Record, queueLen), files: make(chan io.WriteCloser, 1), done: make(chan struct{})}
+	go l.run(f)
 	return l, nil
 }
 
-// Write queues r, or drops it when the queue is full.
+func open(path string) (io.WriteCloser, error) {
+	if path == Stderr {
+		return nopCloser{os.Stderr}, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	return f, nil
+}
+
+// Write queues r, or drops it when the queue is full or the log closed.
 func (l *Log) Write(r Record) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		l.dropped.Add(1)
+		return
+	}
 	select {
 	case l.queue <- r:
 	default:
@@ -83,52 +101,55 @@ func (l *Log) Write(r Record) {
 func (l *Log) Dropped() uint64 { return l.dropped.Load() }
 func (l *Log) Failed() uint64  { return l.failed.Load() }
 
-func (l *Log) run() {
+// run is the one writer: it owns the file, so a write that blocks (a
+// stalled disk) holds nobody else.
+func (l *Log) run(f io.WriteCloser) {
 	defer close(l.done)
-	enc := json.NewEncoder(writerFunc(l.write))
+	w := bufio.NewWriterSize(f, 64<<10)
+	enc := json.NewEncoder(w)
+	swap := func(next io.WriteCloser) {
+		if w.Flush() != nil {
+			l.failed.Add(1)
+		}
+		_ = f.Close()
+		f = next
+		w.Reset(f)
+	}
 	for r := range l.queue {
+		select {
+		case next := <-l.files:
+			swap(next)
+		default:
+		}
 		if enc.Encode(r) != nil {
 			l.failed.Add(1)
 		}
-		if len(l.queue) == 0 {
-			l.flush()
+		if len(l.queue) == 0 && w.Flush() != nil {
+			l.failed.Add(1)
 		}
 	}
-	l.flush()
-}
-
-func (l *Log) write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
-}
-
-func (l *Log) flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.w.Flush() != nil {
-		l.failed.Add(1)
+	swap(nil)
+	select {
+	case next := <-l.files: // reopened after the last record
+		_ = next.Close()
+	default:
 	}
 }
 
-// Reopen opens the file again (after a rotation moved it) and flushes and
-// closes the old one.
+// Reopen opens the file again (after a rotation moved it) and hands it to
+// the writer, which flushes and closes the old one before its next record.
+// It never waits for the writer.
 func (l *Log) Reopen() error {
-	var f io.WriteCloser = nopCloser{os.Stderr}
-	if l.path != Stderr {
-		file, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			return fmt.Errorf("audit log: %w", err)
-		}
-		f = file
+	f, err := open(l.path)
+	if err != nil {
+		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.w != nil {
-		_ = l.w.Flush()
-		_ = l.f.Close()
+	select {
+	case old := <-l.files: // a reopen the writer has not taken up yet
+		_ = old.Close()
+	default:
 	}
-	l.f, l.w = f, bufio.NewWriterSize(f, 64<<10)
+	l.files <- f
 	return nil
 }
 
@@ -137,26 +158,25 @@ func (l *Log) Reopen() error {
 // shutdown.
 const closeWait = 5 * time.Second
 
-// Close writes what is queued and closes the file.
+// Close writes what is queued and closes the file, waiting at most
+// closeWait; records still queued then are lost (and the writer, stuck in
+// a write, is left to the process's exit).
 func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
 	close(l.queue)
+	l.mu.Unlock()
 	select {
 	case <-l.done:
+		return nil
 	case <-time.After(closeWait):
-		// The writer is stuck in a write, holding mu: closing the file
-		// under it fails that write, and the writer finishes.
-		_ = l.f.Close()
-		<-l.done
-		return fmt.Errorf("audit log: records still queued after %s were lost", closeWait)
+		return fmt.Errorf("audit log: the file took nothing for %s; queued records lost", closeWait)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.f.Close()
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 type nopCloser struct{ io.Writer }
 

@@ -16,6 +16,7 @@ package auth
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -144,9 +145,11 @@ func From(ctx context.Context) *Principal {
 }
 
 // fromCertificate names the caller by the verified client certificate's
-// subject; its common name, organizations and units, and DNS names are its
-// claims (cn, o, ou, dns), for access rules. A renewed certificate with the
-// same subject is the same principal.
+// issuer and subject: with several CAs trusted, one CA cannot issue a
+// certificate that is another's user. Its common name, organizations and
+// units, and DNS names are its claims (cn, o, ou, dns), for access rules. A
+// renewed certificate from the same CA with the same subject is the same
+// principal.
 func fromCertificate(r *http.Request) (*Principal, error) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
 		return nil, ErrNoToken
@@ -156,5 +159,9 @@ func fromCertificate(r *http.Request) (*Principal, error) {
 		"cn": {leaf.Subject.CommonName}, "o": leaf.Subject.Organization,
 		"ou": leaf.Subject.OrganizationalUnit, "dns": leaf.DNSNames,
 	}
-	return &Principal{ID: "cert:" + leaf.Subject.String(), Claims: claims, Keyed: true}, nil
+	id, err := json.Marshal([]string{"cert", leaf.Issuer.String(), leaf.Subject.String()})
+	if err != nil {
+		return nil, err
+	}
+	return &Principal{ID: string(id), Claims: claims, Keyed: true}, nil
 }

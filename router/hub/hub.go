@@ -91,7 +91,7 @@ type Subscription struct {
 	Honoured mcp.SubscriptionFilter
 
 	h      *Hub
-	sees   *upstream.Set       // the upstreams its caller may use
+	claims map[string][]string // its caller's, for the upstreams' access rules
 	lists  []*mcp.ListChange   // the list changes it is told of
 	uris   map[string][]string // upstream → its own URIs watched
 	events chan Event
@@ -153,18 +153,20 @@ func (h *Hub) OnEvent(name string, ev upstream.Event) {
 	switch ev.Kind {
 	case upstream.ListChanged:
 		for s := range h.subs {
-			if s.wants(ev.List) && s.sees.Get(name) != nil {
+			if s.wants(ev.List) && h.admits(s, name) {
 				h.send(s, Event{List: ev.List})
 			}
 		}
 	case upstream.ResourceUpdated:
 		uri := h.o.Namespace.Join(name, ev.URI)
 		for s := range h.byURI[name][ev.URI] {
-			h.send(s, Event{URI: uri})
+			if h.admits(s, name) {
+				h.send(s, Event{URI: uri})
+			}
 		}
 	case upstream.Missed:
 		for s := range h.subs {
-			if s.sees.Get(name) == nil {
+			if !h.admits(s, name) {
 				continue
 			}
 			for _, lc := range s.lists {
@@ -195,6 +197,14 @@ func (h *Hub) invalidate(name string, ev upstream.Event) {
 	case upstream.Missed:
 		inv.Revalidate(ctx, name)
 	}
+}
+
+// admits reports whether s's caller may hear of upstream name now: by the
+// current set's rules, so an upstream a reload added is heard of, and one
+// whose rules a reload tightened is not.
+func (h *Hub) admits(s *Subscription, name string) bool {
+	u := h.o.Upstreams.Load().Get(name)
+	return u != nil && u.Admits(s.claims)
 }
 
 func (s *Subscription) wants(lc *mcp.ListChange) bool {
@@ -239,7 +249,7 @@ func (h *Hub) Subscribe(ctx context.Context, f mcp.SubscriptionFilter) (*Subscri
 		claims = p.Claims
 	}
 	set := h.o.Upstreams.Load().For(claims)
-	s := &Subscription{h: h, sees: set, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{}), gone: make(chan struct{})}
+	s := &Subscription{h: h, claims: claims, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{}), gone: make(chan struct{})}
 	caps := h.capabilities(ctx, set)
 	s.honour(f, caps, set, h.o.Namespace)
 	pending, err := h.register(s, set)
