@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/mcp"
@@ -84,7 +85,24 @@ func Noted(report func(ctx context.Context, req *mcp.Request, n *Note, d time.Du
 			start := time.Now()
 			res, err := next.Handle(context.WithValue(ctx, noteKey{}, n), req)
 			report(ctx, req, n, time.Since(start), err)
+			if r, ok := ctx.Value(reportedKey{}).(*Reported); ok {
+				r.Store(true)
+			}
 			return res, err
 		})
 	}
+}
+
+// Reported says whether Noted reported a request: a frontend link that
+// puts one in the request's context (WithReported) reports, itself, the
+// requests that never got that far (refused by a link, invalid, or not
+// the router's to answer).
+type Reported struct{ atomic.Bool }
+
+type reportedKey struct{}
+
+// WithReported returns ctx carrying a new Reported.
+func WithReported(ctx context.Context) (context.Context, *Reported) {
+	r := &Reported{}
+	return context.WithValue(ctx, reportedKey{}, r), r
 }

@@ -79,8 +79,26 @@ func TestAuditLog(t *testing.T) {
 	h.Set("Mcp-Session-Id", sid)
 	h.Set("MCP-Protocol-Version", "2025-11-25")
 	post(t, p.URL, h, `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"web+test://web/1"}}`)
+	// Refused before the router: no token.
+	post(t, p.URL, headers("resources/read", "web+test://web/0"), rpcBody(1, "resources/read", `"uri":"web+test://web/0"`))
 
-	text, lines := readAudit(t, path, 5)
+	text, all := readAudit(t, path, 7)
+	var lines, refused []auditLine
+	for _, l := range all {
+		if strings.HasPrefix(l.Outcome, "http-") {
+			refused = append(refused, l)
+		} else {
+			lines = append(lines, l)
+		}
+	}
+	// The legacy initialize (answered by the frontend) and the refusal.
+	if len(refused) != 2 || refused[0].Method != "POST" || refused[0].Outcome != "http-200" ||
+		refused[1].Method != "resources/read" || refused[1].Outcome != "http-401" || refused[1].Principal != "" {
+		t.Errorf("records of requests the router did not answer: %+v", refused)
+	}
+	if len(lines) != 5 {
+		t.Fatalf("%d records of the router, want 5 (one per request): %+v", len(lines), lines)
+	}
 	principal := fmt.Sprintf(`[%q,"alice"]`, is.URL)
 	want := []auditLine{
 		{Method: "resources/read", Upstream: "web", Target: "web+test://web/0", Outcome: "ok", Tier: "fill"},
@@ -98,6 +116,16 @@ func TestAuditLog(t *testing.T) {
 	}
 	if lines[4].Session == "" || lines[0].Session != "" {
 		t.Errorf("session digests: %q (legacy), %q (modern)", lines[4].Session, lines[0].Session)
+	}
+	// A listen stream flows through the audit link (its events are
+	// flushed), and is recorded when it ends.
+	st := listen(t, p.URL, 5, `{"resourcesListChanged":true}`, "Authorization", "Bearer "+tok)
+	if ack := st.next(t, 5*time.Second); ack["method"] != "notifications/subscriptions/acknowledged" {
+		t.Errorf("listen through the audit link: %v", ack)
+	}
+	st.close()
+	if _, all = readAudit(t, path, 8); all[7].Method != "subscriptions/listen" || all[7].Outcome != "http-200" {
+		t.Errorf("the listen stream's record: %+v", all[7])
 	}
 	for _, secret := range []string{tok, "Bearer", "header-value-Kq7", "argument-payload-Zq9", sid} {
 		if strings.Contains(text, secret) {

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +16,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/router"
+	"github.com/manifold-mcp/manifold/router/frontend"
 )
 
 // openAudit opens the audit log and counts its losses in the metrics; nil
@@ -84,3 +87,61 @@ func (p *Process) closeAudit() {
 		p.log.Warn(fmt.Sprintf("closing the audit log: %v", err))
 	}
 }
+
+// auditRefused is the HTTP link that writes a record for each request the
+// router never reported: refused by a link (401, 403, 413, 429), invalid,
+// or answered by the frontend itself (a legacy initialize, a listen
+// stream, once it ends). Such a record has the HTTP status as its outcome
+// ("http-401") and the Mcp-Method header, or the HTTP method, as its
+// method; it names no principal. Without an audit log it is no link.
+func (p *Process) auditRefused() frontend.Link {
+	if p.audit == nil {
+		return func(next http.Handler) http.Handler { return next }
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			ctx, reported := router.WithReported(r.Context())
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			next.ServeHTTP(sw, r.WithContext(ctx))
+			if reported.Load() {
+				return
+			}
+			method := r.Header.Get(mcp.HeaderMethod)
+			if method == "" || len(method) > 64 {
+				method = r.Method
+			}
+			p.audit.Write(audit.Record{Time: time.Now().UTC(), Method: method, Outcome: "http-" + strconv.Itoa(sw.status),
+				DurationMs: float64(time.Since(start).Microseconds()) / 1000})
+		})
+	}
+}
+
+// statusWriter remembers the status written; Unwrap lets
+// http.ResponseController reach the writer's Flush and deadlines, so
+// event streams work through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if !s.wrote {
+		s.status, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	s.wrote = true
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

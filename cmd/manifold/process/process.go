@@ -168,6 +168,7 @@ func (p *Process) server(h http.Handler) *http.Server {
 func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
 	mcpHandler := frontend.Chain(frontend.NewHTTP(p.dispatch, legacy),
 		frontend.Recover(p.log),
+		p.auditRefused(),
 		frontend.CheckHost(p.cfg.AllowedHosts),
 		frontend.CheckOrigin(p.cfg.AllowedOrigins),
 		frontend.SingleValued(append([]string{"Authorization"}, p.cfg.Cache.CredentialHeaders...)),
