@@ -139,10 +139,19 @@ func TestTLSListener(t *testing.T) {
 	ca := newTestCA(t, dir, "Manifold Test CA")
 	ca.issue(t, dir, "server", pkix.Name{CommonName: "server-1"}, true)
 	up := modernSDK(t, newHintedServer().Server)
-	url := startTLS(t, fmt.Sprintf("tls: {cert_file: %q, key_file: %q}\nupstreams:", filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"))+
+	admin := freePort(t)
+	url := startTLS(t, fmt.Sprintf("admin: {listen: 127.0.0.1:%d}\ntls: {cert_file: %q, key_file: %q}\nupstreams:", admin, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"))+
 		httpUpstreamYAML("h", up.URL))
 	if s, cn, err := ping(tlsClient(ca, nil, 0), url); err != nil || s != 200 || cn != "server-1" {
 		t.Fatalf("ping over TLS: %d %q %v", s, cn, err)
+	}
+	// The admin listener speaks TLS too.
+	waitListening(t, admin)
+	resp, err := tlsClient(ca, nil, 0).Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", admin))
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("admin /healthz over TLS: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	if _, _, err := ping(tlsClient(ca, nil, tls.VersionTLS11), url); err == nil {
 		t.Error("a TLS 1.1 client was served")
