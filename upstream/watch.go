@@ -211,6 +211,19 @@ func (u *Upstream) filter(s *session) (mcp.SubscriptionFilter, uint64) {
 	return f, v
 }
 
+// sameFilter reports whether a and b ask for the same notifications.
+func sameFilter(a, b mcp.SubscriptionFilter) bool {
+	for _, lc := range mcp.ListChanges {
+		if *lc.Wanted(&a) != *lc.Wanted(&b) {
+			return false
+		}
+	}
+	x, y := slices.Clone(a.ResourceSubscriptions), slices.Clone(b.ResourceSubscriptions)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
 func emptyFilter(f mcp.SubscriptionFilter) bool {
 	for _, lc := range mcp.ListChanges {
 		if *lc.Wanted(&f) {
@@ -289,22 +302,27 @@ func (u *Upstream) watchModern(ctx context.Context, s *session) error {
 			cur.close()
 		}
 	}()
+	var curF mcp.SubscriptionFilter
 	var retry <-chan time.Time
 	delay := watchMin
 	for {
 		f, v := u.filter(s)
-		next, err := u.replaceListen(ctx, s, cur, f)
-		switch {
-		case err != nil && cur == nil:
+		if cur != nil && sameFilter(f, curF) {
+			// A change signal for what the stream carries already (a
+			// subscriber registered while this one was being opened): a
+			// second stream would only open a gap in which an update
+			// reaches the stream being closed.
+			u.established(v)
+		} else if next, err := u.replaceListen(ctx, s, cur, f); err != nil && cur == nil {
 			return err
-		case err != nil:
+		} else if err != nil {
 			// The change could not be made; the stream that works stays,
 			// and the change is tried again.
 			u.log.Warn("upstream refused a changed subscription; keeping the current one", "err", err, "retryIn", delay)
 			retry = time.After(delay)
 			delay = min(delay*2, watchMax)
-		default:
-			cur, retry, delay = next, nil, watchMin
+		} else {
+			cur, curF, retry, delay = next, f, nil, watchMin
 			u.established(v)
 		}
 		var done chan struct{}
