@@ -30,11 +30,13 @@ type autoConn struct {
 	onMsg onMessage
 
 	mu     sync.Mutex
-	cur    conn
-	http   *httpConn
-	sse    bool
+	cur    conn      // http, or the HTTP+SSE fallback
+	http   *httpConn // Streamable HTTP, kept to go back to
 	closed bool
 }
+
+// onSSE reports whether the fallback is in use; called with mu held.
+func (a *autoConn) onSSE() bool { return a.cur != conn(a.http) }
 
 func newAutoConn(o Options, log *slog.Logger, onMsg onMessage) *autoConn {
 	h := newHTTPConn(o, onMsg)
@@ -59,14 +61,14 @@ func oldTransport(err error) bool {
 func (a *autoConn) fallBack() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.sse || a.closed {
+	if a.onSSE() || a.closed {
 		return false
 	}
 	c, err := newSSEConn(a.o, a.log, a.onMsg)
 	if err != nil {
 		return false
 	}
-	a.cur, a.sse = c, true
+	a.cur = c
 	return true
 }
 
@@ -77,7 +79,7 @@ func (a *autoConn) fallBack() bool {
 func (a *autoConn) settle(ctx context.Context, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.sse {
+	if !a.onSSE() {
 		return
 	}
 	if ok {
@@ -85,13 +87,13 @@ func (a *autoConn) settle(ctx context.Context, ok bool) {
 		return
 	}
 	_ = a.cur.close(ctx, "")
-	a.cur, a.sse = a.http, false
+	a.cur = a.http
 }
 
 func (a *autoConn) wire() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.sse {
+	if a.onSSE() {
 		return WireSSE
 	}
 	return WireHTTP

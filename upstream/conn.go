@@ -2,11 +2,13 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"syscall"
 
@@ -134,3 +136,16 @@ var unreachableErrnos = []syscall.Errno{
 	syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
 	syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN,
 }
+
+// cancelled is the notifications/cancelled of the call id, for a transport
+// that shares one channel among calls (a call over HTTP is cancelled by
+// closing its request).
+func cancelled(id json.RawMessage, cause error) []byte {
+	b, _ := jsonrpc.Notification(mcp.NotifyCancelled, map[string]any{"requestId": id, "reason": cause.Error()})
+	return b
+}
+
+// sameOrigin reports whether u is on base's origin (scheme, host and port):
+// Manifold's requests, with the callers' forwarded credentials, go nowhere
+// else, whether an endpoint event or a redirect names the place.
+func sameOrigin(u, base *url.URL) bool { return u.Scheme == base.Scheme && u.Host == base.Host }

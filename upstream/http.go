@@ -46,17 +46,16 @@ func httpClient(o Options) *http.Client {
 		tr.TLSClientConfig = o.TLS
 		rt = tr
 	}
-	return &http.Client{Transport: rt, CheckRedirect: sameOrigin}
+	return &http.Client{Transport: rt, CheckRedirect: redirectSameOrigin}
 }
 
-// sameOrigin follows a redirect only within the origin it started from: an
-// upstream (or whoever answers for it) must not send Manifold's requests,
-// with the callers' forwarded credentials, to another host.
-func sameOrigin(req *http.Request, via []*http.Request) error {
+// redirectSameOrigin follows a redirect only within the origin it started
+// from (sameOrigin).
+func redirectSameOrigin(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return errors.New("stopped after 10 redirects")
 	}
-	if first := via[0].URL; req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+	if first := via[0].URL; !sameOrigin(req.URL, first) {
 		return fmt.Errorf("refused a redirect from %s://%s to another origin, %s://%s", first.Scheme, first.Host, req.URL.Scheme, req.URL.Host)
 	}
 	return nil

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
-	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/sse"
 )
 
@@ -213,7 +212,7 @@ func (c *sseConn) endpoint(rd *sse.Reader) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("malformed endpoint event %.100q: %w", ev.Data, err)
 		}
-		if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
+		if !sameOrigin(u, c.base) {
 			return "", fmt.Errorf("endpoint %s is not on the stream's origin %s://%s: refused", u.Redacted(), c.base.Scheme, c.base.Host)
 		}
 		return u.String(), nil
@@ -251,7 +250,7 @@ func (c *sseConn) dispatch(s *sseStream, data []byte) {
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), c.o.Timeout)
 				defer cancel()
-				_ = c.post(ctx, s, answer, nil)
+				_ = c.post(ctx, s, answer.Encode(), nil)
 			}()
 		})
 		return
@@ -283,10 +282,10 @@ func (s *sseStream) failPending() {
 	}
 }
 
-// post sends one message to the endpoint; the answer, if any, comes on the
-// stream. header holds the caller headers forwarded with it.
-func (c *sseConn) post(ctx context.Context, s *sseStream, m *jsonrpc.Message, header http.Header) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, bytes.NewReader(m.Encode()))
+// post sends one encoded message to the endpoint; the answer, if any,
+// comes on the stream. header holds the caller headers forwarded with it.
+func (c *sseConn) post(ctx context.Context, s *sseStream, body []byte, header http.Header) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -363,7 +362,7 @@ func (c *sseConn) call(ctx context.Context, ex *exchange) (*reply, error) {
 		delete(s.pending, key)
 		s.pmu.Unlock()
 	}
-	if err := c.post(ctx, s, &ex.msg, ex.header); err != nil {
+	if err := c.post(ctx, s, ex.msg.Encode(), ex.header); err != nil {
 		forget()
 		return nil, err
 	}
@@ -382,17 +381,9 @@ func (c *sseConn) call(ctx context.Context, ex *exchange) (*reply, error) {
 
 // cancel tells the server the caller gave up, so it can stop working.
 func (c *sseConn) cancel(s *sseStream, id json.RawMessage, cause error) {
-	b, err := jsonrpc.Notification(mcp.NotifyCancelled, map[string]any{"requestId": id, "reason": cause.Error()})
-	if err != nil {
-		return
-	}
-	m, rpcErr := jsonrpc.Decode(b)
-	if rpcErr != nil {
-		return
-	}
 	ctx, done := context.WithTimeout(context.Background(), c.o.Timeout)
 	defer done()
-	_ = c.post(ctx, s, m, nil)
+	_ = c.post(ctx, s, cancelled(id, cause), nil)
 }
 
 func (c *sseConn) send(ctx context.Context, ex *exchange) error {
@@ -400,7 +391,7 @@ func (c *sseConn) send(ctx context.Context, ex *exchange) error {
 	if s == nil || (ex.gen != 0 && s.gen != ex.gen) {
 		return errSessionGone
 	}
-	return c.post(ctx, s, &ex.msg, ex.header)
+	return c.post(ctx, s, ex.msg.Encode(), ex.header)
 }
 
 // close stops the supervisor, which ends the stream, and waits for it.

@@ -395,10 +395,7 @@ func (c *stdioConn) call(ctx context.Context, ex *exchange) (*reply, error) {
 
 // cancel tells the server the caller gave up, so it can stop working.
 func (c *stdioConn) cancel(p *process, id json.RawMessage, cause error) {
-	b, err := jsonrpc.Notification(mcp.NotifyCancelled, map[string]any{"requestId": id, "reason": cause.Error()})
-	if err == nil {
-		_ = p.write(b)
-	}
+	_ = p.write(cancelled(id, cause))
 }
 
 func (c *stdioConn) send(_ context.Context, ex *exchange) error {
