@@ -238,11 +238,7 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 // callersSet is the current set of upstreams as the caller may see it:
 // those its access rules admit.
 func callersSet(ctx context.Context, reg *upstream.Registry) *upstream.Set {
-	var claims map[string][]string
-	if p := auth.From(ctx); p != nil {
-		claims = p.Claims
-	}
-	return reg.Load().For(claims)
+	return reg.Load().For(auth.ClaimsFrom(ctx))
 }
 
 // principalKey is what keys the caller's private entries of u instead of

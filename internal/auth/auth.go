@@ -138,6 +138,15 @@ func WithPrincipal(ctx context.Context, p *Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
+// ClaimsFrom returns the claims of the principal ctx carries: nil for a
+// caller who is not authenticated, whom no access rule admits.
+func ClaimsFrom(ctx context.Context) map[string][]string {
+	if p := From(ctx); p != nil {
+		return p.Claims
+	}
+	return nil
+}
+
 // From returns the principal ctx carries, or nil.
 func From(ctx context.Context) *Principal {
 	p, _ := ctx.Value(principalKey{}).(*Principal)

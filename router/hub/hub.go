@@ -244,10 +244,7 @@ func (h *Hub) Subscribe(ctx context.Context, f mcp.SubscriptionFilter) (*Subscri
 	}
 	// The caller's view: upstreams its access rules hide are not watched,
 	// and their changes are not told.
-	var claims map[string][]string
-	if p := auth.From(ctx); p != nil {
-		claims = p.Claims
-	}
+	claims := auth.ClaimsFrom(ctx)
 	set := h.o.Upstreams.Load().For(claims)
 	s := &Subscription{h: h, claims: claims, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{}), gone: make(chan struct{})}
 	caps := h.capabilities(ctx, set)
