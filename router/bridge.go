@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 )
@@ -27,7 +28,9 @@ import (
 // call, hands it the caller's response, and waits for the next question or
 // the result. A held call waits HoldTime for the retry, then is cancelled.
 // Holds live in one process: a retry that reaches another replica, or
-// comes after the hold ended, is refused with -32602.
+// comes after the hold ended, is refused with -32602. A hold belongs to the
+// caller that made the call (its principal and its credential): anyone
+// else's retry is refused the same way and leaves the hold to its owner.
 
 // HoldTime is how long a held call waits for its caller's retry.
 const HoldTime = 60 * time.Second
@@ -37,8 +40,9 @@ const HoldTime = 60 * time.Second
 const statePrefix = "manifold.hold."
 
 type holds struct {
-	secret  []byte
-	replica string
+	secret      []byte
+	replica     string
+	credentials []string // the request headers that make up a credential
 
 	mu    sync.Mutex
 	byID  map[string]*hold
@@ -48,6 +52,7 @@ type holds struct {
 // hold is one call in flight whose upstream asked its caller something.
 type hold struct {
 	id      string
+	owner   string        // ownerOf the caller whose call it is
 	asked   chan question // the upstream's questions, one at a time
 	done    chan answered // the call's outcome
 	cancel  context.CancelFunc
@@ -65,10 +70,29 @@ type answered struct {
 	err error
 }
 
-func newHolds(secret []byte) *holds {
+func newHolds(secret []byte, credentials []string) *holds {
 	r := make([]byte, 8)
 	_, _ = rand.Read(r)
-	return &holds{secret: secret, replica: hex.EncodeToString(r), byID: map[string]*hold{}}
+	return &holds{secret: secret, replica: hex.EncodeToString(r), credentials: credentials, byID: map[string]*hold{}}
+}
+
+// ownerOf names the caller of req: a MAC of its principal and of its
+// credential headers, so that neither another principal nor the same
+// principal with another credential can pass for it.
+func (hs *holds) ownerOf(ctx context.Context, req *mcp.Request) string {
+	m := hmac.New(sha256.New, hs.secret)
+	m.Write([]byte("manifold-hold-owner-v1\x00"))
+	if p := auth.From(ctx); p != nil {
+		m.Write([]byte(p.ID))
+	}
+	for _, name := range hs.credentials {
+		for _, v := range req.Header.Values(name) {
+			m.Write([]byte{0})
+			m.Write([]byte(v))
+		}
+		m.Write([]byte{1})
+	}
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // held reports whether a retry resumes a held call.
@@ -80,7 +104,7 @@ func held(req *mcp.Request) bool {
 // call answers or asks.
 func (hs *holds) start(ctx context.Context, req *mcp.Request, call func(context.Context, mcp.Ask) (json.RawMessage, error)) (json.RawMessage, error) {
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	h := &hold{asked: make(chan question), done: make(chan answered, 1), cancel: cancel}
+	h := &hold{owner: hs.ownerOf(ctx, req), asked: make(chan question), done: make(chan answered, 1), cancel: cancel}
 	caps := clientCapabilities(req)
 	ask := func(qctx context.Context, q *jsonrpc.Message) (json.RawMessage, error) {
 		if need := mcp.Questions[q.Method]; !caps[need] {
@@ -148,8 +172,13 @@ func (hs *holds) resume(ctx context.Context, req *mcp.Request) (json.RawMessage,
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "requestState: %v", err)
 	}
+	owner := hs.ownerOf(ctx, req)
 	hs.mu.Lock()
 	h := hs.byID[id]
+	if h != nil && !hmac.Equal([]byte(h.owner), []byte(owner)) {
+		hs.mu.Unlock()
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "requestState: issued to another caller")
+	}
 	var q *question
 	if h != nil && h.pending != nil && h.expiry.Stop() {
 		q, h.pending = h.pending, nil

@@ -53,7 +53,10 @@ type Options struct {
 	Codec     *merge.Codec
 	// Secret seals the requestState of held calls (bridge.go).
 	Secret []byte
-	Logger *slog.Logger
+	// CredentialHeaders make up a caller's credential: a held call is
+	// resumed only by a caller with the same ones (and principal).
+	CredentialHeaders []string
+	Logger            *slog.Logger
 	// Cache answers what it can; nil means every call reaches its upstream.
 	Cache *cache.Cache
 	// Admit, if set, is asked before anything is served from an upstream,
@@ -87,7 +90,7 @@ func New(o Options) *Router {
 		o.Logger = slog.Default()
 	}
 	r := &Router{ups: o.Upstreams, ns: o.Namespace, cache: o.Cache, log: o.Logger, routes: newRoutes(o.Logger, !o.Namespace.Prefix),
-		holds: newHolds(o.Secret), admit: o.Admit}
+		holds: newHolds(o.Secret, o.CredentialHeaders), admit: o.Admit}
 	r.merger = &merge.Merger{
 		Codec:   o.Codec,
 		Log:     o.Logger,

@@ -317,6 +317,11 @@ func TestLegacyCallerBridgedToModernUpstream(t *testing.T) {
 // fixtureProxy runs the go-sdk everything-server, modern (stateless) or
 // legacy (sessions), behind a Manifold that passes names through.
 func fixtureProxy(t *testing.T, stateless bool) *proxy {
+	return startProxy(t, "namespace: none\nupstreams:"+httpUpstreamYAML("everything", everythingServer(t, stateless)))
+}
+
+// everythingServer runs the go-sdk everything-server and returns its URL.
+func everythingServer(t *testing.T, stateless bool) string {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(everythingBin, "-http", addr, fmt.Sprintf("-stateless=%v", stateless))
 	if err := cmd.Start(); err != nil {
@@ -330,7 +335,7 @@ func fixtureProxy(t *testing.T, stateless bool) *proxy {
 		}
 		return err
 	})
-	return startProxy(t, "namespace: none\nupstreams:"+httpUpstreamYAML("everything", "http://"+addr+"/mcp"))
+	return "http://" + addr + "/mcp"
 }
 
 // A modern caller of a legacy upstream's tool that asks (sampling,

@@ -123,6 +123,8 @@ func (p *Process) newDispatcher(ns namespace.Namespace) *frontend.Dispatcher {
 		Logger:    log,
 		Cache:     p.cache,
 		Admit:     p.limits.admitHook(),
+
+		CredentialHeaders: cfg.Cache.CredentialHeaders,
 	})
 	links := append([]router.Link{router.Traced(), router.Observed(p.metrics.request)}, p.auditLink()...)
 	return frontend.NewDispatcher(frontend.Options{
