@@ -1,11 +1,15 @@
 package test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The bridge holds a legacy upstream's call while its question is put to a
@@ -140,4 +144,84 @@ func TestHeldCallStateOtherReplica(t *testing.T) {
 	}
 	completes(t, retryAs(t, two.URL, "", held2, "two"), "two")
 	completes(t, retryAs(t, one.URL, "", held1, "one"), "one")
+}
+
+// askingServer is a go-sdk server whose tool ask and whose resource
+// test://NAME/asking each elicit a username in the middle of the request,
+// and answer with what they got (or why they got nothing).
+func askingServer(name string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "asks-" + name, Version: "1"}, nil)
+	elicit := func(ctx context.Context, ss *mcp.ServerSession, who string) string {
+		res, err := ss.Elicit(ctx, &mcp.ElicitParams{Message: who + " asks", RequestedSchema: map[string]any{"type": "object"}})
+		if err != nil {
+			return who + " refused: " + err.Error()
+		}
+		return fmt.Sprintf("%s got %v", who, res.Content["username"])
+	}
+	s.AddTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: elicit(ctx, req.Session, "tool")}}}, nil
+	})
+	uri := "test://" + name + "/asking"
+	s.AddResource(&mcp.Resource{URI: uri, Name: "asking"}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: elicit(ctx, req.Session, "read")}}}, nil
+	})
+	return s
+}
+
+// On stdio every question of the server arrives on the one stdout, naming
+// no request. One raised while a read (which cannot be asked anything) and
+// another caller's held tool call are both in flight cannot be attributed:
+// it is refused, and never reaches the held call's caller, whose own
+// question and answer go on as before.
+func TestQuestionOnSharedChannelNotMisattributed(t *testing.T) {
+	p := startProxy(t, "upstreams:"+childUpstream("kid", "sdk-asks:kid")+"    protocol: 2025-11-25\n")
+	call := func(id int, extra string) *rawResponse {
+		return post(t, p.URL, headers("tools/call", "kid_ask"), fmt.Sprintf(
+			`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"kid_ask","arguments":{}%s,%s}}`, id, extra, bridgeMeta))
+	}
+	var first struct {
+		InputRequests map[string]struct {
+			Params struct {
+				Message string `json:"message"`
+			} `json:"params"`
+		} `json:"inputRequests"`
+		RequestState string `json:"requestState"`
+	}
+	call(1, "").result(t, &first)
+	var key string
+	for k, q := range first.InputRequests {
+		if q.Params.Message != "tool asks" {
+			t.Fatalf("question %q", q.Params.Message)
+		}
+		key = k
+	}
+	// The held call is waiting for bob's retry; alice reads.
+	read := make(chan *rawResponse, 1)
+	go func() {
+		read <- post(t, p.URL, headers("resources/read", "kid+test://kid/asking"),
+			`{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":"kid+test://kid/asking",`+bridgeMeta+`}}`)
+	}()
+	var got string
+	select {
+	case r := <-read:
+		got = string(r.Body)
+	case <-time.After(20 * time.Second):
+		// The read's question went to the held call: answering it makes the
+		// held call put the read's question to bob.
+	}
+	final := call(2, fmt.Sprintf(`,"requestState":%q,"inputResponses":{%q:{"action":"accept","content":{"username":"bob"}}}`, first.RequestState, key))
+	if !strings.Contains(string(final.Body), "tool got bob") {
+		t.Errorf("bob's retry answered %s", final.Body)
+	}
+	if got == "" {
+		select {
+		case r := <-read:
+			got = string(r.Body)
+		case <-time.After(30 * time.Second):
+			t.Fatal("alice's read never answered: its question is held for bob")
+		}
+	}
+	if !strings.Contains(got, "read refused") || strings.Contains(got, "bob") {
+		t.Errorf("alice's read answered %s", got)
+	}
 }

@@ -224,6 +224,7 @@ func httpUpstreamYAML(name, url string, extra ...string) string {
 //     test://NAME/tick, announced as updated every 200 ms, and
 //     test://NAME/progress/X, which reports progress naming X;
 //   - "sdk-legacy-notfound:NAME": the same, but not-found is the legacy -32002;
+//   - "sdk-asks:NAME": askingServer(NAME);
 //   - "bare:ADDR": the benchmarks' reference HTTP server (see runBare).
 func runChild(kind string) int {
 	variant, name, _ := strings.Cut(kind, ":")
@@ -232,6 +233,9 @@ func runChild(kind string) int {
 	}
 	if variant == "sdk-tools" {
 		return runStdio(sdkToolServer(name, sdkOptions{resources: 3}))
+	}
+	if variant == "sdk-asks" {
+		return runStdio(askingServer(name))
 	}
 	if variant == "sdk-legacy-notfound" {
 		mcp.CodeResourceNotFound = -32002 //nolint:staticcheck // the legacy code, on purpose

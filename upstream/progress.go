@@ -64,45 +64,53 @@ func (p *progress) deliver(m *jsonrpc.Message) bool {
 	return true
 }
 
-// asks are the calls in flight whose callers can be asked a question. A
-// question on a call's own stream goes to that call; one on a shared
-// channel (stdout, a legacy session's GET stream) names no call, so it goes
-// to the only call that can ask, if there is exactly one.
-type asks struct {
-	mu    sync.Mutex
-	calls map[*askingCall]struct{}
+// calls are the calls in flight on the upstream's channels, each with the
+// Ask of its caller, nil when its caller cannot be asked anything (a read, a
+// list page, a refresh, Manifold's own requests). A question on a call's
+// own stream goes to that call. One on a shared channel (stdout, an
+// HTTP+SSE stream, a legacy session's GET stream) names no call: it can be
+// attributed only while exactly one call is in flight, and goes to that
+// call's caller if it can be asked. With two calls in flight, a question
+// could be either's; put to the wrong caller, it would show one caller
+// another's question and feed it the other's answer, so it is refused.
+type calls struct {
+	mu  sync.Mutex
+	set map[*callInFlight]struct{}
 }
 
-type askingCall struct {
+type callInFlight struct {
 	ctx context.Context
-	ask mcp.Ask
+	ask mcp.Ask // nil: the caller cannot be asked
 }
 
 // add registers a call; the function returned removes it.
-func (a *asks) add(ctx context.Context, ask mcp.Ask) func() {
-	c := &askingCall{ctx: ctx, ask: ask}
+func (a *calls) add(ctx context.Context, ask mcp.Ask) func() {
+	c := &callInFlight{ctx: ctx, ask: ask}
 	a.mu.Lock()
-	if a.calls == nil {
-		a.calls = map[*askingCall]struct{}{}
+	if a.set == nil {
+		a.set = map[*callInFlight]struct{}{}
 	}
-	a.calls[c] = struct{}{}
+	a.set[c] = struct{}{}
 	a.mu.Unlock()
 	return func() {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		delete(a.calls, c)
+		delete(a.set, c)
 	}
 }
 
-// only returns the one asking call, if there is exactly one.
-func (a *asks) only() (context.Context, mcp.Ask) {
+// only returns the Ask of the one call in flight, if there is exactly one
+// and its caller can be asked.
+func (a *calls) only() (context.Context, mcp.Ask) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.calls) != 1 {
+	if len(a.set) != 1 {
 		return nil, nil
 	}
-	for c := range a.calls {
-		return c.ctx, c.ask
+	for c := range a.set {
+		if c.ask != nil {
+			return c.ctx, c.ask
+		}
 	}
 	return nil, nil
 }

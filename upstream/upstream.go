@@ -144,7 +144,7 @@ type Upstream struct {
 	ids        atomic.Int64
 	eraChanges atomic.Uint64
 	progress   progress
-	asks       asks
+	calls      calls
 
 	w         watch
 	stopWatch context.CancelFunc
@@ -336,9 +336,6 @@ func (u *Upstream) timedExchange(ctx context.Context, s *session, req *mcp.Reque
 func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (*reply, error) {
 	req, notify, done := u.routeProgress(s, req)
 	defer done()
-	if req.Ask != nil {
-		defer u.asks.add(ctx, req.Ask)()
-	}
 	ex := &exchange{
 		msg:        jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: req.Method, Params: u.params(ctx, s, req)},
 		version:    s.Version,
@@ -360,6 +357,15 @@ func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (
 			ex.header[k] = v
 		}
 	}
+	return u.carry(ctx, ex)
+}
+
+// carry sends ex over the transport, counted among the calls in flight for
+// as long as it takes (see calls): every request Manifold sends, its own
+// included, so that a question on a shared channel is attributed to a call
+// only when no other could have raised it.
+func (u *Upstream) carry(ctx context.Context, ex *exchange) (*reply, error) {
+	defer u.calls.add(ctx, ex.ask)()
 	return u.conn.call(ctx, ex)
 }
 
@@ -543,7 +549,7 @@ func (u *Upstream) wire() string {
 func (u *Upstream) discover(ctx context.Context, gen uint64) (*session, error) {
 	s := &session{Info: Info{Version: mcp.Version, Modern: true}, gen: gen}
 	params := u.params(ctx, s, &mcp.Request{Method: mcp.MethodDiscover, Meta: jsonrpc.Object{}})
-	msg, err := u.conn.call(ctx, &exchange{
+	msg, err := u.carry(ctx, &exchange{
 		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodDiscover, Params: params},
 		version: mcp.Version, gen: gen, idempotent: true,
 	})
@@ -584,7 +590,7 @@ func (u *Upstream) initialize(ctx context.Context, gen uint64, version string) (
 	// request that asks them (it answers them itself when nobody can).
 	params["capabilities"] = json.RawMessage(`{"sampling":{},"elicitation":{}}`)
 	_ = params.Set("clientInfo", u.o.ClientInfo)
-	msg, err := u.conn.call(ctx, &exchange{
+	msg, err := u.carry(ctx, &exchange{
 		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodInitialize, Params: params.Marshal()},
 		gen:     gen,
 		initial: true,
@@ -625,7 +631,7 @@ func (u *Upstream) initialize(ctx context.Context, gen uint64, version string) (
 // those at its own level (mcp.LogAllowed).
 func (u *Upstream) logEverything(ctx context.Context, s *session) {
 	params, _ := json.Marshal(map[string]string{"level": mcp.LogLevels[0]})
-	r, err := u.conn.call(ctx, &exchange{
+	r, err := u.carry(ctx, &exchange{
 		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSetLevel, Params: params},
 		version: s.Version, session: s.id, gen: s.gen,
 	})
@@ -651,11 +657,11 @@ func (u *Upstream) onServerMessage(ctx context.Context, msg *jsonrpc.Message, as
 	case msg.IsRequest() && mcp.Questions[msg.Method] != "":
 		if ask == nil {
 			// A shared channel names no call: the question is the one
-			// call's that can ask, if there is exactly one.
-			ctx, ask = u.asks.only()
+			// call's in flight, if there is exactly one (see calls).
+			ctx, ask = u.calls.only()
 		}
 		if ask == nil {
-			reply(refusal(msg, "no caller is waiting for the request that asks it"))
+			reply(refusal(msg, "no caller it can be attributed to can be asked"))
 			return
 		}
 		go func() { reply(answerOf(ctx, msg, ask)) }()

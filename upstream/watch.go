@@ -445,7 +445,7 @@ func (u *Upstream) legacySubscribe(ctx context.Context, s *session, method, uri 
 	cctx, cancel := context.WithTimeout(ctx, u.o.Timeout)
 	defer cancel()
 	params := u.params(ctx, s, &mcp.Request{Method: method, Params: jsonrpc.Object{"uri": jsonrpc.Quote(uri)}})
-	r, err := u.conn.call(cctx, &exchange{
+	r, err := u.carry(cctx, &exchange{
 		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: method, Params: params},
 		version: s.Version, session: s.id, gen: s.gen,
 	})
