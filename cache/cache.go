@@ -162,9 +162,13 @@ type Cache struct {
 	// revalidated holds, per upstream, when changes may last have been
 	// missed (local clock): entries filled before it are stale.
 	revalidated sync.Map // upstream name → time.Time
-	evictions   atomic.Uint64
-	stop        context.CancelFunc
-	done        chan struct{}
+	// missedBefore is when this replica's invalidation channel last came
+	// back (UnixNano, local clock): messages may have been lost before it,
+	// so memory entries filled before it are stale, though still usable.
+	missedBefore atomic.Int64
+	evictions    atomic.Uint64
+	stop         context.CancelFunc
+	done         chan struct{}
 }
 
 type counters struct {
@@ -216,7 +220,7 @@ func New(o Options) (*Cache, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	c.stop = stop
 	var wg sync.WaitGroup
-	wg.Go(func() { c.redis.listen(ctx, c.applyRemote, c.flushMemory) })
+	wg.Go(func() { c.redis.listen(ctx, c.applyRemote, c.missedMessages) })
 	wg.Go(func() { c.redis.heartbeat(ctx, heartbeatEvery) })
 	go func() {
 		wg.Wait()
@@ -341,6 +345,9 @@ func (c *Cache) fromMemory(l *lookup, now time.Time) (json.RawMessage, bool) {
 	}
 	fps := [2]string{l.fp, ""}
 	rb := c.revalidateBefore(l.r.Upstream)
+	if missed := time.Unix(0, c.missedBefore.Load()); missed.After(rb) {
+		rb = missed
+	}
 	for i, k := range l.keys {
 		e, ok := c.mem.get(k)
 		if !ok || e.gen != l.memGen || e.scope != scopes[i] || e.fp != fps[i] {
@@ -543,7 +550,8 @@ func (c *Cache) invalidate(ctx context.Context, upstream, th string) {
 	// between would find memory empty, fetch the old entry from Redis and
 	// keep it in memory under the new generation. Raised this way round,
 	// such a read misses in Redis and fills fresh. If Redis cannot be
-	// reached, the shared epoch is raised on the next contact (missed).
+	// reached, the upstream's shared entries are made stale on the next
+	// contact (missed).
 	if c.redis != nil {
 		c.redis.invalidate(ctx, upstream, th)
 	}
@@ -557,14 +565,22 @@ func (c *Cache) raiseLocal(upstream, th string) {
 
 func (c *Cache) applyRemote(inv invalidation) {
 	switch {
-	case inv.Upstream == "": // the shared epoch moved: everything is suspect
-		c.flushMemory()
+	case inv.Upstream == "": // a replica of before, whose shared epoch moved
+		c.missedMessages()
 		return
 	case inv.Revalidate:
 		c.revalidated.Store(inv.Upstream, c.now())
 		return
 	}
 	c.raiseLocal(inv.Upstream, inv.TagHash)
+}
+
+// missedMessages is for when invalidations may have been lost on the way
+// to this replica: what memory holds stops being fresh, and stays for
+// stale-if-error. (Redis entries are checked against Redis's own
+// generations on every lookup, so they need nothing.)
+func (c *Cache) missedMessages() {
+	c.missedBefore.Store(c.now().UnixNano())
 }
 
 func (c *Cache) flushMemory() {

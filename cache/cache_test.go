@@ -664,3 +664,41 @@ func TestSealerBindsCallerAndKey(t *testing.T) {
 		t.Error("opened with another secret")
 	}
 }
+
+// When the invalidation channel comes back after a loss, invalidations may
+// have been missed in between: memory entries stop being fresh, but still
+// stand in for an upstream that cannot be reached, as after a watch drop.
+func TestChannelLossKeepsStaleIfError(t *testing.T) {
+	rs := redistest.Start(t)
+	var logs syncBuf
+	c := newCache(t, testOptions(rs.URL()), &logs)
+	up := &upstream{ttlMs: 60_000, scope: "public"}
+	r := read("test://kept", "")
+	get(t, c, r, up.fill(r))
+	redisHolds(t, rs, 1)
+	rs.Restart() // its data is gone with it
+	eventually(t, func() bool { return strings.Contains(logs.String(), "re-established") })
+	down := func(context.Context) (json.RawMessage, error) { return nil, fmt.Errorf("dial: %w", ErrUnreachable) }
+	text, ttl, _ := get(t, c, r, down)
+	if ttl != 0 || !strings.Contains(text, "call 1") {
+		t.Errorf("with the upstream down after the channel came back: %q ttl %d, want the stale entry", text, ttl)
+	}
+	if text, _, _ := get(t, c, r, up.fill(r)); !strings.Contains(text, "call 2") {
+		t.Errorf("a reachable upstream was not asked again: %q", text)
+	}
+}
+
+// redisHolds waits until Redis holds n entries (writes are asynchronous).
+func redisHolds(t *testing.T, rs *redistest.Server, n int) {
+	t.Helper()
+	eventually(t, func() bool {
+		keys, _ := rs.Client().Keys(context.Background(), "t:*").Result()
+		entries := 0
+		for _, k := range keys {
+			if strings.Count(k, ":") >= 7 && !strings.Contains(k, ":lease:") {
+				entries++
+			}
+		}
+		return entries == n
+	})
+}

@@ -12,10 +12,9 @@ import (
 )
 
 // generation is the invalidation state an entry belongs to: how many times
-// its tag was invalidated, and how many times every entry was retired at
-// once (the tier's epoch: flushes of the memory tier, or the shared epoch in
-// Redis). An entry is valid only while both are what they were when its fill
-// started. (A whole upstream is never invalidated: when its changes may
+// its tag was invalidated, and (in memory) how many times the tier was
+// flushed. An entry is valid only while both are what they were when its
+// fill started. (A whole upstream is never invalidated: when its changes may
 // have been missed, its entries are made stale instead; see Revalidate.)
 type generation struct {
 	Tag   uint64 `json:"t,omitempty"`

@@ -175,7 +175,7 @@ func (f *fingerprinter) mac(write func(hash.Hash)) string {
 // entryKey builds the key of one entry. Upstream names cannot contain ':'
 // and the digest and fingerprint are hex, so the fields cannot run into each
 // other. The braces are a Redis Cluster hash tag: every key of one upstream
-// (its entries, generations, revalidate-before time and epoch) lives in one
+// (its entries, generations and revalidate-before time) lives in one
 // slot, so a lookup's keys are one pipelined round trip to one node, on a
 // Cluster as on one server. (Its TIME has no key: on a Cluster, go-redis
 // sends it to another node, in parallel.) Upstreams spread over the slots.
@@ -186,12 +186,6 @@ func entryKey(prefix, upstream, tagHash, scope, fp, method, dig string) string {
 // genKey names the invalidation generation of a tag.
 func genKey(prefix, upstream, tagHash string) string {
 	return prefix + keyVersion + ":{" + upstream + "}:" + tagHash + ":gen"
-}
-
-// epochKey names an upstream's epoch: raising it retires every shared
-// entry of the upstream at once.
-func epochKey(prefix, upstream string) string {
-	return prefix + keyVersion + ":{" + upstream + "}:epoch"
 }
 
 // revalidateKey holds the time (ms, Redis's clock) before which the

@@ -39,8 +39,8 @@ type redisTier struct {
 	pending sync.WaitGroup // writes in flight, waited for on close
 
 	// missed holds the upstreams whose invalidations could not reach
-	// Redis; the next successful contact raises their epochs, so that
-	// nothing of theirs written before it is served again.
+	// Redis; the next successful contact makes everything of theirs
+	// written before it stale (raiseMissed).
 	missedMu  sync.Mutex
 	missed    map[string]bool
 	anyMissed atomic.Bool // len(missed) > 0, read without the lock on every call
@@ -147,13 +147,12 @@ func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th stri
 			pairs[i] = pair{pipe.Get(ctx, k), pipe.PTTL(ctx, k)}
 		}
 		g := pipe.Get(ctx, genKey(s.prefix, upstream, th))
-		e := pipe.Get(ctx, epochKey(s.prefix, upstream))
 		rb := pipe.Get(ctx, revalidateKey(s.prefix, upstream))
 		now := pipe.Time(ctx)
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return err
 		}
-		gen = generation{Tag: parseGen(g), Epoch: parseGen(e)}
+		gen = generation{Tag: parseGen(g)}
 		rbMs, nowMs := int64(parseGen(rb)), now.Val().UnixMilli()
 		hits = make([]*found, len(keys))
 		for i, p := range pairs {
@@ -244,8 +243,7 @@ func (s *redisTier) encode(e *entry, fresh, grace time.Duration) ([]byte, error)
 }
 
 // invalidation is what replicas tell each other: a tag of an upstream
-// (TagHash set), an upstream's entries made stale (Revalidate), or
-// everything (Upstream empty: the shared epoch moved).
+// (TagHash set), or an upstream's entries made stale (Revalidate).
 type invalidation struct {
 	Origin   string `json:"o"`
 	Upstream string `json:"u,omitempty"`
@@ -268,13 +266,15 @@ return now`)
 // revalidate makes the upstream's shared entries written so far stale and
 // tells the other replicas.
 func (s *redisTier) revalidate(ctx context.Context, upstream string) {
-	s.call(ctx, func(ctx context.Context) error {
-		if err := revalidateScript.Run(ctx, s.rdb, []string{revalidateKey(s.prefix, upstream)}, s.lifetime.Milliseconds()).Err(); err != nil {
-			return err
-		}
-		msg, _ := json.Marshal(invalidation{Origin: s.origin, Upstream: upstream, Revalidate: true})
-		return s.rdb.Publish(ctx, s.bus.Channel, msg).Err()
-	})
+	s.call(ctx, func(ctx context.Context) error { return s.markStale(ctx, upstream) })
+}
+
+func (s *redisTier) markStale(ctx context.Context, upstream string) error {
+	if err := revalidateScript.Run(ctx, s.rdb, []string{revalidateKey(s.prefix, upstream)}, s.lifetime.Milliseconds()).Err(); err != nil {
+		return err
+	}
+	msg, _ := json.Marshal(invalidation{Origin: s.origin, Upstream: upstream, Revalidate: true})
+	return s.rdb.Publish(ctx, s.bus.Channel, msg).Err()
 }
 
 // invalidate raises the shared generation of a tag and tells the other
@@ -304,33 +304,25 @@ func (s *redisTier) invalidate(ctx context.Context, upstream, th string) bool {
 	return ok
 }
 
-// raiseMissed raises the epoch of every upstream whose invalidations could
-// not be delivered while Redis was away (the epoch is part of every
-// generation, so all their shared entries written so far are retired), and
-// tells the other replicas to flush their memory.
+// raiseMissed makes stale, as revalidate does, the shared entries of every
+// upstream whose invalidations could not be delivered while Redis was
+// away, and tells the other replicas: what they cached of it before now
+// may be out of date, so none of it is fresh, yet all of it may still stand
+// in for the upstream if it cannot be reached.
 func (s *redisTier) raiseMissed(ctx context.Context) error {
 	if !s.anyMissed.Load() {
 		return nil
 	}
 	s.missedMu.Lock()
 	defer s.missedMu.Unlock()
-	if len(s.missed) == 0 {
-		return nil
-	}
 	for upstream := range s.missed {
-		key := epochKey(s.prefix, upstream)
-		pipe := s.rdb.Pipeline()
-		pipe.Incr(ctx, key)
-		pipe.PExpire(ctx, key, s.lifetime)
-		if _, err := pipe.Exec(ctx); err != nil {
+		if err := s.markStale(ctx, upstream); err != nil {
 			return err
 		}
 		delete(s.missed, upstream)
 		s.anyMissed.Store(len(s.missed) > 0)
-		s.log.Info("redis: invalidations were missed while it was unreachable; the upstream's shared entries written before now are retired", "upstream", upstream)
+		s.log.Info("redis: invalidations were missed while it was unreachable; the upstream's entries cached before now are stale", "upstream", upstream)
 	}
-	msg, _ := json.Marshal(invalidation{Origin: s.origin})
-	_ = s.rdb.Publish(ctx, s.bus.Channel, msg).Err()
 	return nil
 }
 
@@ -344,8 +336,8 @@ func (s *redisTier) listen(ctx context.Context, apply func(invalidation), lost f
 			apply(inv)
 		}
 	}, func() {
-		s.log.Warn("redis invalidation channel re-established; flushing the memory tier")
 		lost()
+		s.log.Warn("redis invalidation channel re-established; entries cached before now are stale until refilled (still served while their upstream is unreachable)")
 	})
 }
 
