@@ -74,6 +74,11 @@ type Admin struct {
 	Listen string `yaml:"listen"`
 	// Pprof serves net/http/pprof under /debug/pprof/ on the admin listener.
 	Pprof bool `yaml:"pprof"`
+	// Operators are the principals (any rule matching, as upstreams[].access)
+	// to whom the main listener's operational endpoints name every
+	// upstream; to other callers they name only those their access rules
+	// show them.
+	Operators []AccessRule `yaml:"operators"`
 }
 
 // Subscriptions bounds the downstream subscription streams.

@@ -60,6 +60,8 @@ func TestParseProblemsNamePaths(t *testing.T) {
 		{"upstreams: [{name: a, url: http://x/mcp, access: [{claim: groups, values: [eng]}]}]", "upstreams[0].access: needs auth.jwt or auth.principal_from"},
 		{"auth: {jwt: {issuer: https://i, audiences: [a], jwks_file: j}}\nupstreams: [{name: a, url: http://x/mcp, access: [{values: [eng]}]}]", "upstreams[0].access[0].claim: is required"},
 		{"auth: {jwt: {issuer: https://i, audiences: [a], jwks_file: j}}\nupstreams: [{name: a, url: http://x/mcp, access: [{claim: g}]}]", "upstreams[0].access[0].values: must name at least one value"},
+		{"admin: {operators: [{claim: groups, values: [sre]}]}\nupstreams: [{name: a, url: http://x/mcp}]", "admin.operators: needs auth.jwt or auth.principal_from"},
+		{"auth: {jwt: {issuer: https://i, audiences: [a], jwks_file: j}}\nadmin: {operators: [{claim: groups}]}\nupstreams: [{name: a, url: http://x/mcp}]", "admin.operators[0].values: must name at least one value"},
 		{"upstreams: [{name: a, url: http://x/mcp, cache_key: token}]", "upstreams[0].cache_key: must be credential or principal"},
 		{"auth: {bearer_tokens: [\"sha256:abc\"]}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.bearer_tokens[0]: sha256: must be followed by 64 hex digits"},
 		{"auth: {jwt: {issuer: https://i, jwks_url: http://idp.example.com/jwks}}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.jwt.jwks_url: must be https"},

@@ -200,6 +200,7 @@ func (c *Config) validateListener(ps *problems) {
 			ps.add("admin.listen", "must differ from listen")
 		}
 	}
+	c.validateAccess(ps, "admin.operators", c.Admin.Operators)
 	if c.Admin.Pprof && c.Admin.Listen == "" {
 		ps.add("admin.pprof", "needs admin.listen: profiles are never served on the main listener")
 	}
@@ -278,9 +279,9 @@ func (c *Config) validateUpstreams(ps *problems) {
 	}
 }
 
-// validateAccess checks an upstream's access rules: each names a claim and
-// the values admitted, and claims come only with JWT authentication (a
-// static token has none, so it would see nothing).
+// validateAccess checks access rules (an upstream's, or the operators'):
+// each names a claim and the values admitted, and claims come only with JWT
+// or client certificates (a static token has none, so no rule matches it).
 func (c *Config) validateAccess(ps *problems, path string, rules []AccessRule) {
 	if len(rules) > 0 && c.Auth.JWT.Issuer == "" && c.Auth.PrincipalFrom != PrincipalFromClientCert {
 		ps.add(path, "needs auth.jwt or auth.principal_from: client_cert: access rules match a principal's claims")
