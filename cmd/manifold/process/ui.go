@@ -73,7 +73,7 @@ func (p *Process) state(a audience) uiState {
 	r := p.readiness(a)
 	st := p.cache.Stats()
 	s := uiState{Version: mcp.BuildVersion, Uptime: time.Since(startedAt).Seconds(), Ready: r.Ready,
-		Sessions: p.sessions.Len(), Subscriptions: p.hub.Open()}
+		Sessions: p.sessions.Len(), Subscriptions: p.hub.Open(), Upstreams: []uiUpstream{}}
 	var mem, red, total uint64
 	for _, u := range p.upstreams.Load().All() {
 		if !a.sees(u.Name()) {
