@@ -258,9 +258,13 @@ type Upstream struct {
 	ForwardHeaders []string          `yaml:"forward_headers"`
 	TLS            TLS               `yaml:"tls"`
 
-	Command []string          `yaml:"command"`
-	Env     map[string]string `yaml:"env"`
-	Dir     string            `yaml:"dir"`
+	Command []string `yaml:"command"`
+	// Env is added to the child's environment, which is otherwise only
+	// PATH, HOME, LANG and TMPDIR from Manifold's, unless InheritEnv
+	// passes all of Manifold's (the secrets its ${VAR}s read included).
+	Env        map[string]string `yaml:"env"`
+	InheritEnv bool              `yaml:"inherit_env"`
+	Dir        string            `yaml:"dir"`
 
 	// Protocol pins the revision: "auto" (probe), "2026-07-28" or a legacy one.
 	Protocol string `yaml:"protocol"`

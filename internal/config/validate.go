@@ -376,8 +376,8 @@ func (u *Upstream) validateTransport(bad complain) {
 			bad("command[0]", "the program must not be empty")
 		}
 	}
-	if len(u.Command) == 0 && (len(u.Env) > 0 || u.Dir != "") {
-		bad("env", "env and dir apply to stdio upstreams (command) only")
+	if len(u.Command) == 0 && (len(u.Env) > 0 || u.Dir != "" || u.InheritEnv) {
+		bad("env", "env, inherit_env and dir apply to stdio upstreams (command) only")
 	}
 	if len(u.Command) > 0 && (len(u.Headers) > 0 || len(u.ForwardHeaders) > 0) {
 		bad("headers", "headers and forward_headers apply to HTTP upstreams (url) only")
