@@ -164,6 +164,17 @@ type JWT struct {
 	Leeway time.Duration `yaml:"leeway"`
 }
 
+// MetadataServers are the authorization servers the protected resource
+// metadata names: authorization_servers, or else the JWT issuer, the one
+// server whose tokens are accepted. The MCP authorization spec wants at
+// least one; validate reports a configuration that gives none.
+func (a Auth) MetadataServers() []string {
+	if len(a.AuthorizationServers) > 0 || a.JWT.Issuer == "" {
+		return a.AuthorizationServers
+	}
+	return []string{a.JWT.Issuer}
+}
+
 // Enabled reports whether callers must authenticate.
 func (a Auth) Enabled() bool {
 	return len(a.BearerTokens) > 0 || a.JWT.Issuer != "" || a.PrincipalFrom == PrincipalFromClientCert

@@ -67,6 +67,7 @@ func TestParseProblemsNamePaths(t *testing.T) {
 		{"auth: {jwt: {issuer: https://i, jwks_url: http://idp.example.com/jwks}}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.jwt.jwks_url: must be https"},
 		{"auth: {jwt: {issuer: https://i, audiences: [a]}}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.jwt: needs exactly one of jwks_url and jwks_file"},
 		{"auth: {jwt: {audiences: [a]}}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.jwt.issuer: is required"},
+		{"auth: {bearer_tokens: [static-token-0123456789]}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.authorization_servers: must name at least one authorization server"},
 		{"", "the file is empty"},
 		{"listen: [", "not valid YAML"},
 	} {

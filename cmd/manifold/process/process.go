@@ -321,7 +321,7 @@ func (p *Process) provisionGuards() error {
 		return err
 	}
 	a := p.cfg.Auth
-	p.resource = auth.Resource{Resource: a.Resource, AuthorizationServers: a.AuthorizationServers, ScopesSupported: a.ScopesSupported, Endpoint: "/mcp"}
+	p.resource = auth.Resource{Resource: a.Resource, AuthorizationServers: a.MetadataServers(), ScopesSupported: a.ScopesSupported, Endpoint: "/mcp"}
 	if p.audit, err = openAudit(p.cfg, p.metrics.reg); err != nil {
 		return err
 	}
