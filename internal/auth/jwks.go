@@ -22,8 +22,9 @@ const (
 	// costs the issuer one fetch per interval, not one per token, while a
 	// real rotation waits at most this long.
 	refetchEvery = 2 * time.Second
-	// maxKeyAge makes a set older than this be fetched again on next use,
-	// so a key the issuer withdrew stops verifying.
+	// maxKeyAge makes a set older than this be fetched again on next use
+	// (in the background when it holds the key asked for), so a key the
+	// issuer withdrew stops verifying once the issuer can be reached.
 	maxKeyAge = 10 * time.Minute
 	// keyWait bounds how long a request waits for a fetch of the key set;
 	// the fetch itself goes on (with its retries) for the requests after
