@@ -180,7 +180,7 @@ func TestStaticTokenAsDigest(t *testing.T) {
 	const tok = "static-token-0123456789abcdef"
 	sum := sha256.Sum256([]byte(tok))
 	digest := hex.EncodeToString(sum[:])
-	_, _, p := hintedProxy(t, fmt.Sprintf("auth: {bearer_tokens: [\"sha256:%s\"]}\n", digest))
+	_, _, p := hintedProxy(t, fmt.Sprintf("auth: {bearer_tokens: [\"sha256:%s\"], authorization_servers: [\"https://idp.example.com\"]}\n", digest))
 	if text, _, _ := readAs(t, p.URL, "h+test://pub/static", tok); text == "" {
 		t.Error("the token of a configured digest was not admitted")
 	}

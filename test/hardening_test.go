@@ -60,7 +60,7 @@ func TestNullIDAnswerRefused(t *testing.T) {
 func TestAccessFindings(t *testing.T) {
 	up := modernSDK(t, newSDKServer("a", sdkOptions{resources: 1}))
 	tok := "token-0123456789abcdef"
-	p := startProxy(t, fmt.Sprintf("auth: {bearer_tokens: [%q]}\nupstreams:", tok)+httpUpstreamYAML("a", up.URL, "forward_headers: [Authorization]"))
+	p := startProxy(t, fmt.Sprintf("auth: {bearer_tokens: [%q], authorization_servers: [\"https://idp.example.com\"]}\nupstreams:", tok)+httpUpstreamYAML("a", up.URL, "forward_headers: [Authorization]"))
 	base := strings.TrimSuffix(p.URL, "/mcp")
 	get := func(path, auth string) int {
 		req, _ := http.NewRequest(http.MethodGet, base+path, nil)

@@ -94,7 +94,7 @@ func TestLeak03CollapsingRespectsCredentials(t *testing.T) {
 // caller is authenticated: a rejected caller gets nothing, public entries
 // included.
 func TestLeak04AuthBeforeCache(t *testing.T) {
-	h, _, p := hintedProxy(t, "auth: {bearer_tokens: [good-token-0123456789]}\n")
+	h, _, p := hintedProxy(t, "auth: {bearer_tokens: [good-token-0123456789], authorization_servers: [\"https://idp.example.com\"]}\n")
 	text, _, _ := readAs(t, p.URL, "h+test://pub/1", "good-token-0123456789")
 	for _, tok := range []string{"", "wrong-token", "good-token-012345678", "good-token-01234567890"} {
 		hd := headers("resources/read", "h+test://pub/1")

@@ -94,7 +94,7 @@ func TestAdminListener(t *testing.T) {
 	h := newHintedServer()
 	up := modernSDK(t, h.Server)
 	token := "ops-token-0123456789abcdef"
-	o := startOps(t, fmt.Sprintf("auth: {bearer_tokens: [%s]}\nupstreams:", token)+httpUpstreamYAML("a", up.URL))
+	o := startOps(t, fmt.Sprintf("auth: {bearer_tokens: [%s], authorization_servers: [\"https://idp.example.com\"]}\nupstreams:", token)+httpUpstreamYAML("a", up.URL))
 	base := strings.TrimSuffix(o.MCP, "/mcp")
 	o.waitReady(t, http.StatusOK, nil)
 	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/ui", "/ui/state", "/debug/pprof/"} {
@@ -113,7 +113,7 @@ func TestAdminListener(t *testing.T) {
 		t.Errorf("cross-origin POST /reload: %d, want 403", code)
 	}
 
-	p := startProxy(t, fmt.Sprintf("auth: {bearer_tokens: [%s]}\nupstreams:", token)+httpUpstreamYAML("a", up.URL))
+	p := startProxy(t, fmt.Sprintf("auth: {bearer_tokens: [%s], authorization_servers: [\"https://idp.example.com\"]}\nupstreams:", token)+httpUpstreamYAML("a", up.URL))
 	main := strings.TrimSuffix(p.URL, "/mcp")
 	bearer := http.Header{"Authorization": {"Bearer " + token}}
 	eventually(t, 10*time.Second, func() error {

@@ -225,11 +225,15 @@ func httpUpstreamYAML(name, url string, extra ...string) string {
 //     test://NAME/progress/X, which reports progress naming X;
 //   - "sdk-legacy-notfound:NAME": the same, but not-found is the legacy -32002;
 //   - "sdk-asks:NAME": askingServer(NAME);
+//   - "environ:NAME": a server whose test://NAME/environ is its environment;
 //   - "bare:ADDR": the benchmarks' reference HTTP server (see runBare).
 func runChild(kind string) int {
 	variant, name, _ := strings.Cut(kind, ":")
 	if variant == "bare" {
 		return runBare(name)
+	}
+	if variant == "environ" {
+		return runEnvironChild(name)
 	}
 	if variant == "sdk-tools" {
 		return runStdio(sdkToolServer(name, sdkOptions{resources: 3}))

@@ -12,6 +12,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -132,10 +134,32 @@ func (c *stdioConn) supervise() {
 	}
 }
 
+// passedEnv are the variables of Manifold's environment a child gets
+// without inherit_env: what a program needs to find others, its home,
+// its language and a scratch folder. Anything else may be a secret the
+// configuration read as ${VAR}.
+var passedEnv = []string{"PATH", "HOME", "LANG", "TMPDIR"}
+
+// environment is a child's environment: o.Env over parent (KEY=VALUE),
+// all of it with o.InheritEnv or only passedEnv otherwise. A later entry
+// wins.
+func environment(o Options, parent []string) []string {
+	env := parent
+	if !o.InheritEnv {
+		env = nil
+		for _, kv := range parent {
+			if k, _, _ := strings.Cut(kv, "="); slices.Contains(passedEnv, k) {
+				env = append(env, kv)
+			}
+		}
+	}
+	return append(slices.Clip(env), o.Env...)
+}
+
 func (c *stdioConn) start(gen uint64) (*process, error) {
 	cmd := exec.Command(c.o.Command[0], c.o.Command[1:]...)
 	cmd.Dir = c.o.Dir
-	cmd.Env = append(os.Environ(), c.o.Env...)
+	cmd.Env = environment(c.o, os.Environ())
 	// Its own process group, so a terminal's Ctrl-C reaches Manifold only,
 	// and Manifold decides how its children stop.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -90,11 +90,13 @@ type Options struct {
 	MaxIdleConns int
 
 	// Command is the program (and arguments) of a stdio server, which
-	// Manifold runs and supervises, with Env (KEY=VALUE) added to its own
-	// environment, in Dir.
-	Command []string
-	Env     []string
-	Dir     string
+	// Manifold runs and supervises, in Dir, with Env (KEY=VALUE) added to
+	// an environment of PATH, HOME, LANG and TMPDIR from Manifold's own,
+	// or to all of it with InheritEnv.
+	Command    []string
+	Env        []string
+	InheritEnv bool
+	Dir        string
 
 	// Protocol pins the revision; "" or "auto" probes for it.
 	Protocol string

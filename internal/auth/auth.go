@@ -10,6 +10,11 @@
 // refreshed token is the same principal and keeps its private cache. A
 // static token is its own principal, named by a digest prefix.
 //
+// The issuer's keys are held, and fetched again on rotation and age; a
+// request waits for a fetch a bounded time, and a token that could not be
+// checked for want of keys is ErrKeysUnavailable, not ErrInvalidToken: an
+// outage of the identity provider is not the caller's fault.
+//
 // The package knows HTTP only as far as reading the header and describing
 // the protected resource (RFC 9728); answering 401 is the frontend's.
 package auth
@@ -41,11 +46,19 @@ type Principal struct {
 
 // Errors Authenticate returns. ErrNoToken: nothing to check; a challenge
 // without an error code is the answer. ErrInvalidToken wraps the reason a
-// presented token was refused.
+// presented token was refused. ErrKeysUnavailable: the issuer's keys could
+// not be had to check the token (its key set is unreachable or slow); the
+// token may be good, and the caller should come back after RetryAfter.
 var (
-	ErrNoToken      = errors.New("no bearer token")
-	ErrInvalidToken = errors.New("invalid token")
+	ErrNoToken         = errors.New("no bearer token")
+	ErrInvalidToken    = errors.New("invalid token")
+	ErrKeysUnavailable = errors.New("the issuer's keys are unavailable")
 )
+
+// RetryAfter is when a caller refused with ErrKeysUnavailable should try
+// again: a few refetch intervals, time for the load under way (and its
+// retries) to end.
+const RetryAfter = 5 * time.Second
 
 // Options configure an Authenticator.
 type Options struct {
@@ -125,6 +138,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (*Pri
 		return nil, ErrInvalidToken
 	}
 	p, err := a.jwt.verify(ctx, tok)
+	if errors.Is(err, ErrKeysUnavailable) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, errors.Join(ErrInvalidToken, err)
 	}

@@ -22,9 +22,15 @@ const (
 	// costs the issuer one fetch per interval, not one per token, while a
 	// real rotation waits at most this long.
 	refetchEvery = 2 * time.Second
-	// maxKeyAge makes a set older than this be fetched again on next use,
-	// so a key the issuer withdrew stops verifying.
+	// maxKeyAge makes a set older than this be fetched again on next use
+	// (in the background when it holds the key asked for), so a key the
+	// issuer withdrew stops verifying once the issuer can be reached.
 	maxKeyAge = 10 * time.Minute
+	// keyWait bounds how long a request waits for a fetch of the key set;
+	// the fetch itself goes on (with its retries) for the requests after
+	// it. A caller waiting longer than this for an answer that is not about
+	// its token is better told to come back.
+	keyWait = 2 * time.Second
 )
 
 // keySource holds an issuer's keys: loaded at start, and loaded again when
@@ -58,21 +64,31 @@ func newKeySource(o JWTOptions, log *slog.Logger) *keySource {
 }
 
 // key returns the key named kid ("" when the set holds exactly one key).
+// A set past maxKeyAge that holds the key still verifies with it while a
+// fresh one is fetched: an issuer's outage must not stop the tokens it
+// already signed. When the key is not held and the set cannot be had (the
+// last load failed, or did not finish within keyWait), the error is
+// ErrKeysUnavailable: nothing is known about the token.
 func (s *keySource) key(ctx context.Context, kid string) (jwk.Key, error) {
 	s.mu.Lock()
 	set, old := s.set, time.Since(s.loaded) > maxKeyAge
 	s.mu.Unlock()
-	if set != nil && !old {
+	if set != nil {
 		if k, ok := lookupKey(set, kid); ok {
+			if old {
+				s.group.DoChan("load", s.load1(ctx))
+			}
 			return k, nil
 		}
 	}
 	set, err := s.reload(ctx)
-	if set == nil {
-		return nil, fmt.Errorf("no keys from %s: %w", s.name, err)
+	if set != nil {
+		if k, ok := lookupKey(set, kid); ok {
+			return k, nil
+		}
 	}
-	if k, ok := lookupKey(set, kid); ok {
-		return k, nil
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrKeysUnavailable, s.name, err)
 	}
 	return nil, fmt.Errorf("no key %q in the issuer's key set", kid)
 }
@@ -87,10 +103,39 @@ func lookupKey(set jwk.Set, kid string) (jwk.Key, bool) {
 	return set.LookupKeyID(kid)
 }
 
+// errSlow is a load that has not finished within keyWait.
+var errSlow = fmt.Errorf("no answer within %v", keyWait)
+
 // reload loads the set again, once for all concurrent callers and at most
-// once per refetchEvery; otherwise it returns the set held.
+// once per refetchEvery, and returns the set held and the last load's
+// error; a caller waits for the load at most keyWait.
 func (s *keySource) reload(ctx context.Context) (jwk.Set, error) {
-	s.group.Do("load", func() (any, error) {
+	done := s.group.DoChan("load", s.load1(ctx))
+	wait := time.NewTimer(keyWait)
+	defer wait.Stop()
+	var err error
+	select {
+	case <-done:
+	case <-wait.C:
+		err = errSlow
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		err = s.lastErr
+	}
+	return s.set, err
+}
+
+// load1 is one load of the set, the flight reload waits on: skipped
+// within refetchEvery of the last attempt. It outlives the request that
+// started it (its own deadline is the client's), so the requests after
+// it get its outcome.
+func (s *keySource) load1(ctx context.Context) func() (any, error) {
+	ctx = context.WithoutCancel(ctx)
+	return func() (any, error) {
 		s.mu.Lock()
 		if time.Since(s.tried) < refetchEvery {
 			s.mu.Unlock()
@@ -98,7 +143,7 @@ func (s *keySource) reload(ctx context.Context) (jwk.Set, error) {
 		}
 		s.tried = time.Now()
 		s.mu.Unlock()
-		set, err := s.load(context.WithoutCancel(ctx))
+		set, err := s.load(ctx)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if err != nil {
@@ -109,10 +154,7 @@ func (s *keySource) reload(ctx context.Context) (jwk.Set, error) {
 		s.set, s.loaded, s.lastErr = set, time.Now(), nil
 		s.log.Info("jwks: issuer's keys loaded", "from", s.name, "keys", set.Len())
 		return nil, nil
-	})
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.set, s.lastErr
+	}
 }
 
 func fetchJWKS(ctx context.Context, client *http.Client, url string) (jwk.Set, error) {

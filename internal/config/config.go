@@ -74,6 +74,11 @@ type Admin struct {
 	Listen string `yaml:"listen"`
 	// Pprof serves net/http/pprof under /debug/pprof/ on the admin listener.
 	Pprof bool `yaml:"pprof"`
+	// Operators are the principals (any rule matching, as upstreams[].access)
+	// to whom the main listener's operational endpoints name every
+	// upstream; to other callers they name only those their access rules
+	// show them.
+	Operators []AccessRule `yaml:"operators"`
 }
 
 // Subscriptions bounds the downstream subscription streams.
@@ -157,6 +162,17 @@ type JWT struct {
 	JWKSFile  string   `yaml:"jwks_file"`
 	// Leeway tolerates clock skew on exp and nbf.
 	Leeway time.Duration `yaml:"leeway"`
+}
+
+// MetadataServers are the authorization servers the protected resource
+// metadata names: authorization_servers, or else the JWT issuer, the one
+// server whose tokens are accepted. The MCP authorization spec wants at
+// least one; validate reports a configuration that gives none.
+func (a Auth) MetadataServers() []string {
+	if len(a.AuthorizationServers) > 0 || a.JWT.Issuer == "" {
+		return a.AuthorizationServers
+	}
+	return []string{a.JWT.Issuer}
 }
 
 // Enabled reports whether callers must authenticate.
@@ -253,9 +269,13 @@ type Upstream struct {
 	ForwardHeaders []string          `yaml:"forward_headers"`
 	TLS            TLS               `yaml:"tls"`
 
-	Command []string          `yaml:"command"`
-	Env     map[string]string `yaml:"env"`
-	Dir     string            `yaml:"dir"`
+	Command []string `yaml:"command"`
+	// Env is added to the child's environment, which is otherwise only
+	// PATH, HOME, LANG and TMPDIR from Manifold's, unless InheritEnv
+	// passes all of Manifold's (the secrets its ${VAR}s read included).
+	Env        map[string]string `yaml:"env"`
+	InheritEnv bool              `yaml:"inherit_env"`
+	Dir        string            `yaml:"dir"`
 
 	// Protocol pins the revision: "auto" (probe), "2026-07-28" or a legacy one.
 	Protocol string `yaml:"protocol"`

@@ -200,6 +200,7 @@ func (c *Config) validateListener(ps *problems) {
 			ps.add("admin.listen", "must differ from listen")
 		}
 	}
+	c.validateAccess(ps, "admin.operators", c.Admin.Operators)
 	if c.Admin.Pprof && c.Admin.Listen == "" {
 		ps.add("admin.pprof", "needs admin.listen: profiles are never served on the main listener")
 	}
@@ -278,9 +279,9 @@ func (c *Config) validateUpstreams(ps *problems) {
 	}
 }
 
-// validateAccess checks an upstream's access rules: each names a claim and
-// the values admitted, and claims come only with JWT authentication (a
-// static token has none, so it would see nothing).
+// validateAccess checks access rules (an upstream's, or the operators'):
+// each names a claim and the values admitted, and claims come only with JWT
+// or client certificates (a static token has none, so no rule matches it).
 func (c *Config) validateAccess(ps *problems, path string, rules []AccessRule) {
 	if len(rules) > 0 && c.Auth.JWT.Issuer == "" && c.Auth.PrincipalFrom != PrincipalFromClientCert {
 		ps.add(path, "needs auth.jwt or auth.principal_from: client_cert: access rules match a principal's claims")
@@ -375,8 +376,8 @@ func (u *Upstream) validateTransport(bad complain) {
 			bad("command[0]", "the program must not be empty")
 		}
 	}
-	if len(u.Command) == 0 && (len(u.Env) > 0 || u.Dir != "") {
-		bad("env", "env and dir apply to stdio upstreams (command) only")
+	if len(u.Command) == 0 && (len(u.Env) > 0 || u.Dir != "" || u.InheritEnv) {
+		bad("env", "env, inherit_env and dir apply to stdio upstreams (command) only")
 	}
 	if len(u.Command) > 0 && (len(u.Headers) > 0 || len(u.ForwardHeaders) > 0) {
 		bad("headers", "headers and forward_headers apply to HTTP upstreams (url) only")
@@ -580,19 +581,45 @@ func (a *Auth) validate(ps *problems) {
 	for i, s := range a.AuthorizationServers {
 		checkSecureURL(ps, fmt.Sprintf("auth.authorization_servers[%d]", i), s)
 	}
+	a.validateMetadataServers(ps)
+}
+
+// validateMetadataServers wants the protected resource metadata to name an
+// authorization server, as the MCP authorization spec does, wherever
+// callers present tokens: static tokens name none, and the JWT issuer
+// stands in only if it is a URL. Client certificates need no token.
+func (a *Auth) validateMetadataServers(ps *problems) {
+	if len(a.AuthorizationServers) > 0 || !a.Enabled() || a.PrincipalFrom == PrincipalFromClientCert {
+		return
+	}
+	const why = "must name at least one authorization server: the protected resource metadata tells MCP clients where to get a token"
+	switch {
+	case a.JWT.Issuer == "":
+		ps.add("auth.authorization_servers", "%s (with auth.jwt it is the issuer; with static tokens only, name the server that issues them)", why)
+	case secureURLProblem(a.JWT.Issuer) != "":
+		ps.add("auth.authorization_servers", "%s (it would be auth.jwt.issuer, but %q is not an https URL)", why, a.JWT.Issuer)
+	}
 }
 
 // checkSecureURL wants an absolute https URL, or http on a loopback host.
 func checkSecureURL(ps *problems, path, raw string) {
+	if msg := secureURLProblem(raw); msg != "" {
+		ps.add(path, "%s", msg)
+	}
+}
+
+// secureURLProblem is what checkSecureURL says of raw ("" when nothing).
+func secureURLProblem(raw string) string {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil || u.Host == "":
-		ps.add(path, "must be an absolute URL")
+		return "must be an absolute URL"
 	case u.Scheme == "https":
 	case u.Scheme == "http" && isLoopback(u.Hostname()):
 	default:
-		ps.add(path, "must be https (http only on a loopback host)")
+		return "must be https (http only on a loopback host)"
 	}
+	return ""
 }
 
 func isLoopback(host string) bool {

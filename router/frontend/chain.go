@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
@@ -78,8 +80,10 @@ func CheckOrigin(allowed []string) Link {
 // nothing, public entries included. It answers the others 401 with a
 // challenge naming the protected resource metadata (RFC 9728), which tells
 // an MCP client where to get a token, and passes the principal on in the
-// request's context. With authentication off it admits everyone, and
-// upstreams judge the credentials forwarded to them.
+// request's context. A token that could not be checked because the
+// issuer's keys are unavailable gets 503 with Retry-After instead: the
+// caller is not told its token is bad. With authentication off it admits
+// everyone, and upstreams judge the credentials forwarded to them.
 func Authenticate(a *auth.Authenticator, res auth.Resource, log *slog.Logger) Link {
 	if !a.Enabled() {
 		return func(next http.Handler) http.Handler { return next }
@@ -87,6 +91,13 @@ func Authenticate(a *auth.Authenticator, res auth.Resource, log *slog.Logger) Li
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p, err := a.Authenticate(r.Context(), r)
+			if errors.Is(err, auth.ErrKeysUnavailable) {
+				// Not the token's fault: the identity provider's.
+				log.Debug("token not checked: the issuer's keys are unavailable", "err", err, "remote", r.RemoteAddr)
+				w.Header().Set("Retry-After", strconv.Itoa(int(auth.RetryAfter/time.Second)))
+				writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the identity provider's keys are unavailable: retry later"), http.StatusServiceUnavailable)
+				return
+			}
 			if err != nil {
 				invalid := errors.Is(err, auth.ErrInvalidToken)
 				if invalid {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/ratelimit"
 	"github.com/manifold-mcp/manifold/router/session"
 )
 
@@ -38,6 +39,10 @@ type Stdio struct {
 	mu       sync.Mutex
 	inflight map[string]context.CancelFunc // by request id
 	sess     *session.Session
+
+	limiter *ratelimit.Limiter // nil: no per-principal limit
+	key     string             // the stream's principal, for limiter
+	limited func()
 }
 
 // NewStdio returns the stdio frontend of d; lines longer than limit bytes
@@ -46,6 +51,33 @@ type Stdio struct {
 func NewStdio(d *Dispatcher, limit int, drain time.Duration, log *slog.Logger) *Stdio {
 	// One caller: its session lives here and dies with the stream.
 	return &Stdio{d: d, legacy: NewLegacy(d, session.NewMemory(1<<62, 1)), limit: limit, drain: drain, log: log, inflight: map[string]context.CancelFunc{}}
+}
+
+// Limit makes each request of the stream pass l, keyed by key, before it
+// is served, as RateLimit does over HTTP: the stream is one caller, so one
+// principal. Past the limit a request is answered with the same error
+// (-32000 with data.retryAfterMs); limited, if set, counts the refusals.
+// Notifications and answers to the server's questions are not limited:
+// nothing could be told of their refusal.
+func (s *Stdio) Limit(l *ratelimit.Limiter, key string, limited func()) *Stdio {
+	s.limiter, s.key, s.limited = l, key, limited
+	return s
+}
+
+// admitted reports whether a request may be served, answering it
+// otherwise.
+func (s *Stdio) admitted(ctx context.Context, id json.RawMessage, w *lineWriter) bool {
+	if s.limiter == nil {
+		return true
+	}
+	ok, after := s.limiter.Allow(ctx, s.key)
+	if !ok {
+		if s.limited != nil {
+			s.limited()
+		}
+		w.Error(id, ratelimit.Error("per principal", after))
+	}
+	return ok
 }
 
 // Serve reads messages from in and writes answers and notifications to out
@@ -164,6 +196,9 @@ func (s *Stdio) session() *session.Session {
 // request serves one request of either era.
 func (s *Stdio) request(ctx context.Context, msg *jsonrpc.Message) {
 	w := &lineWriter{s: s}
+	if !s.admitted(ctx, msg.ID, w) {
+		return
+	}
 	if sess := s.session(); sess != nil && !isModern(msg) {
 		// The session's state may have changed since: read it afresh.
 		if current, err := s.legacy.Session(ctx, sess.ID); err == nil {
@@ -184,6 +219,9 @@ func (s *Stdio) request(ctx context.Context, msg *jsonrpc.Message) {
 func (s *Stdio) initialize(ctx context.Context, msg *jsonrpc.Message, w *lineWriter) {
 	if s.session() != nil {
 		w.Error(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the session is initialized already"))
+		return
+	}
+	if !s.admitted(ctx, msg.ID, w) {
 		return
 	}
 	sess, res, rpcErr := s.legacy.Initialize(ctx, msg)

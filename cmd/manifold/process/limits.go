@@ -2,7 +2,9 @@ package process
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -37,6 +39,14 @@ func newLimits(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) 
 		l.upstream = ratelimit.New("upstream", ratelimit.Limit{Rate: pu.Rate, Burst: pu.Burst}, shared)
 	}
 	return l
+}
+
+// stdioPrincipal keys the one caller of manifold stdio in the limits: this
+// process on this machine, so that stdio processes sharing Redis limits
+// (several hosts, each with its own) do not share one bucket.
+func stdioPrincipal() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("stdio:%s:%d", host, os.Getpid())
 }
 
 // principalRefused counts a refusal of the per-principal limit (the

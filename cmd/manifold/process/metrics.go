@@ -1,10 +1,12 @@
 package process
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/router"
@@ -171,4 +173,25 @@ func bool01(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// seenBy is g without the series of the upstreams a does not see: a series
+// names an upstream by its "upstream" label (empty: none). A family left
+// with no series is left out, as the exposition has no empty family.
+func seenBy(g prometheus.Gatherer, a audience) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		fams, err := g.Gather()
+		hidden := func(m *dto.Metric) bool {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "upstream" && l.GetValue() != "" {
+					return !a.sees(l.GetValue())
+				}
+			}
+			return false
+		}
+		for _, f := range fams {
+			f.Metric = slices.DeleteFunc(f.Metric, hidden)
+		}
+		return slices.DeleteFunc(fams, func(f *dto.MetricFamily) bool { return len(f.Metric) == 0 }), err
+	})
 }

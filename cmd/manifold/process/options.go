@@ -74,6 +74,7 @@ func upstreamOptions(uc config.Upstream, credentials []string) (upstream.Options
 		KeyByPrincipal: uc.CacheKey == config.CacheKeyPrincipal || !forwardsAny(uc.ForwardHeaders, credentials),
 		Retries:        *uc.Retries,
 		Command:        uc.Command,
+		InheritEnv:     uc.InheritEnv,
 		Dir:            uc.Dir,
 		Protocol:       uc.Protocol,
 		Timeout:        uc.Timeout,

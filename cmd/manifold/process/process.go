@@ -235,10 +235,13 @@ func (p *Process) Serve(ctx context.Context, l net.Listener) error {
 }
 
 // ServeStdio serves one caller on in and out (manifold stdio) until in
-// ends or ctx does, then stops like Serve.
+// ends or ctx does, then stops like Serve. The caller is one principal,
+// under limits.per_principal as an HTTP caller is.
 func (p *Process) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	p.log.Info("manifold serving on stdin/stdout", "upstreams", p.start(ctx))
-	err := frontend.NewStdio(p.dispatch, int(p.cfg.MaxRequestBytes), p.cfg.ShutdownTimeout, p.log).Serve(ctx, in, out)
+	err := frontend.NewStdio(p.dispatch, int(p.cfg.MaxRequestBytes), p.cfg.ShutdownTimeout, p.log).
+		Limit(p.limits.principal, stdioPrincipal(), p.limits.principalRefused).
+		Serve(ctx, in, out)
 	p.drain()
 	return err
 }
@@ -320,7 +323,7 @@ func (p *Process) provisionGuards() error {
 		return err
 	}
 	a := p.cfg.Auth
-	p.resource = auth.Resource{Resource: a.Resource, AuthorizationServers: a.AuthorizationServers, ScopesSupported: a.ScopesSupported, Endpoint: "/mcp"}
+	p.resource = auth.Resource{Resource: a.Resource, AuthorizationServers: a.MetadataServers(), ScopesSupported: a.ScopesSupported, Endpoint: "/mcp"}
 	if p.audit, err = openAudit(p.cfg, p.metrics.reg); err != nil {
 		return err
 	}

@@ -67,13 +67,18 @@ type uiRedis struct {
 
 var startedAt = time.Now()
 
-func (p *Process) state() uiState {
-	r := p.readiness()
+// state is what a may see: the rows, and the cache's ratios over them, of
+// the upstreams it sees; the process's own figures are not an upstream's.
+func (p *Process) state(a audience) uiState {
+	r := p.readiness(a)
 	st := p.cache.Stats()
 	s := uiState{Version: mcp.BuildVersion, Uptime: time.Since(startedAt).Seconds(), Ready: r.Ready,
-		Sessions: p.sessions.Len(), Subscriptions: p.hub.Open()}
+		Sessions: p.sessions.Len(), Subscriptions: p.hub.Open(), Upstreams: []uiUpstream{}}
 	var mem, red, total uint64
 	for _, u := range p.upstreams.Load().All() {
+		if !a.sees(u.Name()) {
+			continue
+		}
 		us := u.Status()
 		cs := st.Upstreams[u.Name()]
 		lookups := cs.MemoryHits + cs.RedisHits + cs.Misses
@@ -104,8 +109,8 @@ func ratios(mem, red, lookups uint64) uiCache {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func (p *Process) uiState(w http.ResponseWriter, _ *http.Request) {
+func (p *Process) uiState(w http.ResponseWriter, a audience) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(p.state())
+	_ = json.NewEncoder(w).Encode(p.state(a))
 }
