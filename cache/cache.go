@@ -469,6 +469,9 @@ func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup, ls lease) outcom
 	if c.redis != nil {
 		defer func() { c.redis.releaseLater(ls, false) }() // a no-op once write took it
 	}
+	// An entry is dated from when its fill began: one that began before a
+	// Revalidate may carry what the revalidation was about.
+	began := c.now()
 	res, err := fill(ctx)
 	if err != nil {
 		return outcome{err: err, fp: l.fp}
@@ -494,14 +497,14 @@ func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup, ls lease) outcom
 		key, efp = l.keys[0], l.fp
 	}
 	now := c.now()
-	e := &entry{key: key, scope: h.scope, fp: efp, gen: l.memGen, body: h.body, expires: now.Add(ttl), staleUntil: now.Add(ttl + c.grace), filled: now}
+	e := &entry{key: key, scope: h.scope, fp: efp, gen: l.memGen, body: h.body, expires: now.Add(ttl), staleUntil: now.Add(ttl + c.grace), filled: began}
 	if c.mem != nil {
 		c.mem.set(key, e, ttl+c.grace)
 	}
 	if c.redis != nil && l.redisOK {
 		re := *e
 		re.gen = l.redisGen
-		c.redis.write(&re, ttl, c.grace, &ls)
+		c.redis.write(&re, ttl, c.grace, now.Sub(began), &ls)
 	}
 	return o
 }

@@ -702,3 +702,37 @@ func redisHolds(t *testing.T, rs *redistest.Server, n int) {
 		return entries == n
 	})
 }
+
+// A fill that began before a Revalidate (a reload, a watch that dropped)
+// may carry what the revalidation was about: it lands stale, in memory and
+// in Redis, however long after it its answer arrives.
+func TestFillRacingRevalidationLandsStale(t *testing.T) {
+	rs := redistest.Start(t)
+	c := newCache(t, testOptions(rs.URL()), nil)
+	up := &upstream{ttlMs: 60_000, scope: "public", gate: make(chan struct{})}
+	r := read("test://racing", "")
+	filled := make(chan error, 1)
+	go func() {
+		_, err := c.Get(context.Background(), r, up.fill(r))
+		filled <- err
+	}()
+	eventually(t, func() bool { return up.calls.Load() == 1 }) // the fill is under way
+	c.Revalidate(context.Background(), "up")
+	close(up.gate)
+	if err := <-filled; err != nil {
+		t.Fatal(err)
+	}
+	redisHolds(t, rs, 1)
+	// Another replica, without memory, reading Redis.
+	o := testOptions(rs.URL())
+	o.MemoryBytes = 0
+	other := newCache(t, o, nil)
+	if text, _, _ := get(t, other, r, up.fill(r)); !strings.Contains(text, "call 2") {
+		t.Errorf("Redis served the racing fill as fresh: %q", text)
+	}
+	// (Its own memory has the racing fill: it is stale, so this replica
+	// goes to Redis, which now holds the other's fresh one.)
+	if text, _, _ := get(t, c, r, up.fill(r)); strings.Contains(text, "call 1") {
+		t.Errorf("memory served the racing fill as fresh: %q", text)
+	}
+}

@@ -37,8 +37,8 @@ type entry struct {
 	// expires ends freshness; staleUntil ends stale-if-error use.
 	expires    time.Time
 	staleUntil time.Time
-	// filled is when the answer arrived: an entry filled before its
-	// upstream's revalidate-before time is stale.
+	// filled is when the fill that produced it began: an entry filled
+	// before its upstream's revalidate-before time is stale.
 	filled time.Time
 	// refreshing is set (atomically) by the reader that starts its
 	// refresh ahead of expiry, so that only one does.
@@ -135,12 +135,16 @@ type redisHeader struct {
 	// FreshMs + GraceMs - PTTL.
 	GraceMs int64 `json:"grace"`
 	FreshMs int64 `json:"fresh"`
+	// LagMs is how long before the write its fill began (rounded up): the
+	// entry is as old as its fill, not as its write.
+	LagMs int64 `json:"lag,omitempty"`
 	// Sealed: the body is encrypted (seal.go).
 	Sealed bool `json:"x,omitempty"`
 }
 
-func encodeRedis(e *entry, body []byte, sealed bool, fresh, grace time.Duration) []byte {
-	hdr, _ := json.Marshal(redisHeader{Key: e.key, Scope: e.scope, FP: e.fp, Gen: e.gen, GraceMs: grace.Milliseconds(), FreshMs: fresh.Milliseconds(), Sealed: sealed})
+func encodeRedis(e *entry, body []byte, sealed bool, fresh, grace, lag time.Duration) []byte {
+	lagMs := (lag + time.Millisecond - 1).Milliseconds()
+	hdr, _ := json.Marshal(redisHeader{Key: e.key, Scope: e.scope, FP: e.fp, Gen: e.gen, GraceMs: grace.Milliseconds(), FreshMs: fresh.Milliseconds(), LagMs: lagMs, Sealed: sealed})
 	out := binary.AppendUvarint(nil, uint64(len(hdr)))
 	out = append(out, hdr...)
 	return append(out, body...)

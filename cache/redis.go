@@ -171,7 +171,7 @@ func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th stri
 			if err != nil {
 				continue
 			}
-			age := time.Duration(hdr.FreshMs+hdr.GraceMs)*time.Millisecond - pttl
+			age := time.Duration(hdr.FreshMs+hdr.GraceMs+hdr.LagMs)*time.Millisecond - pttl
 			hits[i] = &found{hdr: hdr, body: body, pttl: pttl, age: age, revalidate: nowMs-age.Milliseconds() <= rbMs}
 		}
 		return nil
@@ -205,7 +205,7 @@ func parseGen(c *redis.StringCmd) uint64 {
 // the write, so that waiting replicas find the entry, and marked open
 // instead when the entry is private (theirs is not this one) or the write
 // failed.
-func (s *redisTier) write(e *entry, fresh, grace time.Duration, ls *lease) {
+func (s *redisTier) write(e *entry, fresh, grace, lag time.Duration, ls *lease) {
 	if fresh < time.Millisecond {
 		return
 	}
@@ -221,7 +221,7 @@ func (s *redisTier) write(e *entry, fresh, grace time.Duration, ls *lease) {
 	go func() {
 		defer func() { <-s.writes; s.pending.Done() }()
 		ctx := context.Background()
-		val, err := s.encode(e, fresh, grace)
+		val, err := s.encode(e, fresh, grace, lag)
 		stored := err == nil && s.call(ctx, func(ctx context.Context) error {
 			return s.rdb.Set(ctx, e.key, val, fresh+grace).Err()
 		})
@@ -231,15 +231,15 @@ func (s *redisTier) write(e *entry, fresh, grace time.Duration, ls *lease) {
 
 // encode is e's value in Redis, its body sealed when it is private and the
 // tier seals (in the write's goroutine: the caller has its answer already).
-func (s *redisTier) encode(e *entry, fresh, grace time.Duration) ([]byte, error) {
+func (s *redisTier) encode(e *entry, fresh, grace, lag time.Duration) ([]byte, error) {
 	if s.sealer == nil || e.scope != mcp.ScopePrivate {
-		return encodeRedis(e, e.body, false, fresh, grace), nil
+		return encodeRedis(e, e.body, false, fresh, grace, lag), nil
 	}
 	sealed, err := s.sealer.seal(e.fp, e.key, e.body)
 	if err != nil {
 		return nil, err
 	}
-	return encodeRedis(e, sealed, true, fresh, grace), nil
+	return encodeRedis(e, sealed, true, fresh, grace, lag), nil
 }
 
 // invalidation is what replicas tell each other: a tag of an upstream
