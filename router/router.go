@@ -206,7 +206,6 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 			return nil, err
 		}
 	}
-	fill := func(ctx context.Context) (json.RawMessage, error) { return r.call(ctx, u, req, uri) }
 	n := noteOf(ctx)
 	if n != nil {
 		n.setUpstream(u.Name())
@@ -215,27 +214,35 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 		if n != nil {
 			n.setTier(cache.TierUpstream)
 		}
-		return fill(ctx)
+		return r.call(ctx, u, req, uri)
 	}
 	m, _ := mcp.Lookup(req.Method)
-	key, tag := req, m.Tag
+	tag := m.Tag
 	if tag == mcp.TagURI {
-		// Every spelling of one URI is one entry, under one tag (the
-		// upstream is still asked with the caller's spelling).
-		tag = mcp.NormalizeURI(req.Params.String("uri"))
-		if q := jsonrpc.Quote(tag); !bytes.Equal(req.Params["uri"], q) {
-			k := *req
-			k.Params = req.Params.Clone()
-			k.Params["uri"] = q
-			key = &k
-		}
+		// Every spelling of one URI is one entry, under one tag, and the
+		// upstream is asked in the spelling that keys it.
+		tag = mcp.URITag(req.Params.String("uri"))
+		req = withURI(req, mcp.NormalizeURI(req.Params.String("uri")))
 	}
-	cr := cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: key,
+	fill := func(ctx context.Context) (json.RawMessage, error) { return r.call(ctx, u, req, uri) }
+	cr := cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: req,
 		Forwarded: u.ForwardHeaders(), Principal: principalKey(ctx, u)}
 	if n != nil {
 		cr.Served = n.setTier
 	}
 	return r.cache.Get(ctx, cr, fill)
+}
+
+// withURI is req with params.uri set to uri (req itself when it is).
+func withURI(req *mcp.Request, uri string) *mcp.Request {
+	q := jsonrpc.Quote(uri)
+	if bytes.Equal(req.Params["uri"], q) {
+		return req
+	}
+	sub := *req
+	sub.Params = req.Params.Clone()
+	sub.Params["uri"] = q
+	return &sub
 }
 
 // callersSet is the current set of upstreams as the caller may see it:

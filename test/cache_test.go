@@ -25,7 +25,7 @@ import (
 //	test://pub/N    public, 60 s
 //	test://priv/N   private, 60 s
 //	test://short    public, 1.5 s
-//	test://Public   cacheScope "Public" (mis-cased), 60 s
+//	test://mis/Public cacheScope "Public" (mis-cased), 60 s
 //	test://slow     public, 60 s, answers after 300 ms
 //	test://priv/slow private, 60 s, answers after 300 ms
 //	test://zero     public, ttlMs 0
@@ -62,7 +62,7 @@ func newHintedServer() *hintedServer {
 				c.TTLMs, c.CacheScope = 60_000, "private"
 			case uri == "test://short":
 				c.TTLMs, c.CacheScope = 1500, "public"
-			case uri == "test://Public":
+			case uri == "test://mis/Public":
 				c.TTLMs, c.CacheScope = 60_000, "Public"
 			case uri == "test://zero":
 				c.TTLMs, c.CacheScope = 0, "public"

@@ -131,6 +131,42 @@ func TestURISpellingsShareAnEntry(t *testing.T) {
 	}
 }
 
+// The upstream is asked with the spelling the cache keys the answer by:
+// a read of a/../b is a read of b, asked as b, so an entry never holds an
+// answer to a question the upstream was not asked. A fragment and an empty
+// port do not take a read out of reach of the resource's invalidation.
+func TestURISpellingAskedAsKeyed(t *testing.T) {
+	h, _, p := hintedProxy(t, "")
+	// test://priv/7 is private: asked as test://PRIV/7, the hinted server
+	// would take it for another resource, and answer it as public.
+	readAs(t, p.URL, "h+test://PRIV/7", "alice")
+	if h.count("test://PRIV/7") != 0 || h.count("test://priv/7") != 1 {
+		t.Fatalf("upstream asked %d times as written, %d as keyed", h.count("test://PRIV/7"), h.count("test://priv/7"))
+	}
+	var rr readResult
+	h2 := headers("resources/read", "h+test://priv/7")
+	h2.Set("Authorization", "Bearer bob")
+	post(t, p.URL, h2, rpcBody(2, "resources/read", `"uri":"h+test://priv/7"`)).result(t, &rr)
+	if rr.Contents[0].URI != "h+test://priv/7" || rr.Contents[0].Text != "for=Bearer bob call=2" || rr.CacheScope != "private" {
+		t.Errorf("bob's read answered %+v, %s", rr.Contents, rr.CacheScope)
+	}
+
+	st := listen(t, p.URL, 1, `{"resourceSubscriptions":["h+test://doc2"]}`)
+	st.next(t, 5*time.Second)
+	spellings := []string{"h+test://doc2#part", "h+test://doc2:"}
+	before := map[string]string{}
+	for _, uri := range spellings {
+		before[uri], _, _ = readAs(t, p.URL, uri, "")
+	}
+	updateUpstream(t, h.Server, "test://doc2")
+	st.expect(t, 1, "notifications/resources/updated", "h+test://doc2")
+	for _, uri := range spellings {
+		if after, _, _ := readAs(t, p.URL, uri, ""); after == before[uri] {
+			t.Errorf("after the change, %s still answers the old content %q", uri, after)
+		}
+	}
+}
+
 // A watch that drops and comes back ("changes may have been missed") ends
 // the freshness of the upstream's entries but keeps them for
 // stale-if-error: the next read asks the upstream, and if the upstream is

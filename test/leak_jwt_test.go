@@ -53,8 +53,8 @@ func TestLeakCasesWithJWTPrincipals(t *testing.T) {
 		}
 	})
 	t.Run("02 unclear scope is private", func(t *testing.T) {
-		read(a, "h+test://Public", "token-A")
-		if text := read(b, "h+test://Public", "token-B"); !strings.Contains(text, "token-B") {
+		read(a, "h+test://mis/Public", "token-A")
+		if text := read(b, "h+test://mis/Public", "token-B"); !strings.Contains(text, "token-B") {
 			t.Errorf("B got %q", text)
 		}
 	})

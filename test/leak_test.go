@@ -44,10 +44,10 @@ func TestLeak01PrivateNeverCrossesCredentials(t *testing.T) {
 // unknown or mis-cased cacheScope is private.
 func TestLeak02UnclearScopeIsPrivate(t *testing.T) {
 	h, _, p := hintedProxy(t, "")
-	_, _, scope := readAs(t, p.URL, "h+test://Public", "token-A")
-	text, _, _ := readAs(t, p.URL, "h+test://Public", "token-B")
-	if scope != "private" || !strings.Contains(text, "token-B") || h.count("test://Public") != 2 {
-		t.Errorf(`"Public": scope out %q, B got %q, %d calls`, scope, text, h.count("test://Public"))
+	_, _, scope := readAs(t, p.URL, "h+test://mis/Public", "token-A")
+	text, _, _ := readAs(t, p.URL, "h+test://mis/Public", "token-B")
+	if scope != "private" || !strings.Contains(text, "token-B") || h.count("test://mis/Public") != 2 {
+		t.Errorf(`"Public": scope out %q, B got %q, %d calls`, scope, text, h.count("test://mis/Public"))
 	}
 	// A legacy server sends no scope at all: default_scope (private unless
 	// configured) applies.

@@ -6,10 +6,11 @@ import "strings"
 // shares, for cache keys and invalidation tags: RFC 3986 §6.2.2 syntax-based
 // normalization (scheme and host lowercased, percent-encodings of
 // unreserved characters decoded and the others uppercased, dot segments
-// removed), and for file URIs an empty or "localhost" authority spelt the
-// same way (RFC 8089: file:/a, file:///a and file://localhost/a are one
-// file). A URI is never rewritten this way on the wire: only the keys that
-// stand for it are.
+// removed, an empty port dropped), and for file URIs an empty or
+// "localhost" authority spelt the same way (RFC 8089: file:/a, file:///a
+// and file://localhost/a are one file). A read is asked upstream in this
+// form too, so that what a cache entry holds is the answer to the question
+// its key stands for.
 func NormalizeURI(uri string) string {
 	scheme, rest, ok := strings.Cut(uri, ":")
 	if !ok || !validScheme(scheme) {
@@ -24,7 +25,7 @@ func NormalizeURI(uri string) string {
 		if end < 0 {
 			end = len(rest) - 2
 		}
-		authority, rest = lowerHost(rest[2:2+end]), rest[2+end:]
+		authority, rest = strings.TrimSuffix(lowerHost(rest[2:2+end]), ":"), rest[2+end:]
 	}
 	path, tail := rest, ""
 	if i := strings.IndexAny(rest, "?#"); i >= 0 {
@@ -48,6 +49,17 @@ func NormalizeURI(uri string) string {
 		path = "/." + path
 	}
 	return scheme + ":" + path + tail
+}
+
+// URITag is the invalidation tag of a URI: its normalized form without the
+// fragment, which names a part of the resource, so that a change announced
+// for the resource reaches a read of any part of it.
+func URITag(uri string) string {
+	n := NormalizeURI(uri)
+	if i := strings.IndexByte(n, '#'); i >= 0 {
+		return n[:i]
+	}
+	return n
 }
 
 // percents decodes the percent-encodings of unreserved characters and

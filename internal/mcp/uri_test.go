@@ -22,6 +22,9 @@ func TestNormalizeURI(t *testing.T) {
 		{"test://x/a/../../b", "test://x/b"},
 		{"a:/.//b", "a:/.//b"}, // not a://b: that b would be a host
 		{"noscheme", "noscheme"},
+		{"test://doc:/a", "test://doc/a"}, // an empty port is no port
+		{"test://doc:", "test://doc"},
+		{"test://u:@doc:8080/", "test://u:@doc:8080/"},
 	} {
 		if got := NormalizeURI(c.in); got != c.want {
 			t.Errorf("NormalizeURI(%q) = %q, want %q", c.in, got, c.want)
@@ -41,5 +44,18 @@ func TestNormalizeURIASCIIOnly(t *testing.T) {
 	}
 	if got := NormalizeURI("\u212Aile:///a"); got != "\u212Aile:///a" {
 		t.Errorf("a non-URI was rewritten to %q", got)
+	}
+}
+
+func TestURITag(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"test://doc#part", "test://doc"},
+		{"TEST://doc:/a#x", "test://doc/a"},
+		{"test://doc?q=1#x", "test://doc?q=1"},
+		{"urn:x", "urn:x"},
+	} {
+		if got := URITag(c.in); got != c.want {
+			t.Errorf("URITag(%q) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }

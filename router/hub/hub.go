@@ -193,7 +193,7 @@ func (h *Hub) invalidate(name string, ev upstream.Event) {
 	case upstream.ListChanged:
 		inv.Invalidate(ctx, name, ev.List.Tag)
 	case upstream.ResourceUpdated:
-		inv.Invalidate(ctx, name, mcp.NormalizeURI(ev.URI))
+		inv.Invalidate(ctx, name, mcp.URITag(ev.URI))
 	case upstream.Missed:
 		inv.Revalidate(ctx, name)
 	}
