@@ -476,11 +476,9 @@ func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup, ls lease) outcom
 	if err != nil {
 		return outcome{err: err, fp: l.fp}
 	}
-	if len(res) > c.maxEntry+64 {
-		// Too large to store (the hints add less than 64 bytes): not
-		// decoded and copied for nothing, and its caller's alone.
-		return outcome{result: res, fp: l.fp, solo: true}
-	}
+	// An answer too large to store is still read for its hints: the misses
+	// that joined this fill share it (by its scope) rather than each ask
+	// the upstream again.
 	h, err := parseHints(res)
 	if err != nil || !h.complete {
 		// input_required, or something that is not a result object:

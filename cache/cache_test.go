@@ -472,7 +472,7 @@ func TestFlightDoesNotSpanInvalidation(t *testing.T) {
 	c.Invalidate(context.Background(), "up", "test://f")
 	second := make(chan string, 1)
 	go func() { s, _, _ := get(t, c, r, up.fill(r)); second <- s }()
-	time.Sleep(100 * time.Millisecond)
+	eventually(t, func() bool { return up.calls.Load() == 2 }) // a fill of its own
 	close(up.gate)
 	if a, b := <-first, <-second; a == b {
 		t.Errorf("the read begun after the invalidation got %q, the answer of the fill begun before it", b)
@@ -500,7 +500,7 @@ func TestCollapsedWaiterGetsNoForeignMeta(t *testing.T) {
 		res, _ := c.Get(context.Background(), read("test://m", "other"), fill)
 		results <- "waiter " + string(res)
 	}()
-	time.Sleep(100 * time.Millisecond)
+	awaitWaiters(t, c, 2)
 	close(gate)
 	for i := 0; i < 2; i++ {
 		r := <-results
@@ -523,7 +523,9 @@ func TestSlowRedisCostsLittle(t *testing.T) {
 	c := newCache(t, cfg, nil)
 	up := &upstream{ttlMs: 60_000, scope: "public"}
 	go func() { _ = rs.Client().Do(context.Background(), "DEBUG", "SLEEP", "1.5").Err() }()
-	time.Sleep(100 * time.Millisecond) // the server is asleep
+	probe := redis.NewClient(&redis.Options{Addr: rs.Addr, ReadTimeout: 20 * time.Millisecond, MaxRetries: -1})
+	defer probe.Close()
+	eventually(t, func() bool { return probe.Ping(context.Background()).Err() != nil }) // the server is asleep
 	var slowest time.Duration
 	for i := 0; i < 20; i++ {
 		r := read(fmt.Sprintf("test://slow/%d", i), "")
@@ -560,7 +562,7 @@ func TestNoCollapseOnInputRequired(t *testing.T) {
 	go func() { res, _ := c.Get(context.Background(), r, fill); results <- string(res) }()
 	eventually(t, func() bool { return calls.Load() == 1 })
 	go func() { res, _ := c.Get(context.Background(), r, fill); results <- string(res) }()
-	time.Sleep(100 * time.Millisecond) // the second caller is waiting on the first fill
+	awaitWaiters(t, c, 2) // the second caller is waiting on the first fill
 	close(gate)
 	a, b := <-results, <-results
 	if a == b || calls.Load() != 2 {
@@ -734,5 +736,55 @@ func TestFillRacingRevalidationLandsStale(t *testing.T) {
 	// goes to Redis, which now holds the other's fresh one.)
 	if text, _, _ := get(t, c, r, up.fill(r)); strings.Contains(text, "call 1") {
 		t.Errorf("memory served the racing fill as fresh: %q", text)
+	}
+}
+
+// awaitWaiters waits until n callers wait on one fill (its own caller and
+// those that joined it).
+func awaitWaiters(t *testing.T, c *Cache, n int) {
+	t.Helper()
+	eventually(t, func() bool {
+		c.flight.mu.Lock()
+		defer c.flight.mu.Unlock()
+		for _, call := range c.flight.calls {
+			if call.waiters >= n {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// An answer too large to store is still one answer: the misses that
+// joined its fill share it instead of each asking the upstream again (a
+// public one across credentials; a private one only with its own).
+func TestOversizedAnswerStillCoalesces(t *testing.T) {
+	o := testOptions("")
+	o.MaxEntryBytes = 1 << 10
+	c := newCache(t, o, nil)
+	big := strings.Repeat("x", 4<<10)
+	for _, scope := range []string{"public", "private"} {
+		gate := make(chan struct{})
+		var calls atomic.Int64
+		fill := func(ctx context.Context) (json.RawMessage, error) {
+			calls.Add(1)
+			<-gate
+			return json.RawMessage(fmt.Sprintf(`{"resultType":"complete","ttlMs":60000,"cacheScope":%q,"contents":[{"uri":"test://big","text":%q}]}`, scope, big)), nil
+		}
+		var wg sync.WaitGroup
+		for i := 0; i < 5; i++ {
+			wg.Go(func() {
+				res, err := c.Get(context.Background(), read("test://big-"+scope, ""), fill)
+				if err != nil || !strings.Contains(string(res), big) {
+					t.Errorf("%s: %v %.80s", scope, err, res)
+				}
+			})
+		}
+		awaitWaiters(t, c, 5)
+		close(gate)
+		wg.Wait()
+		if calls.Load() != 1 {
+			t.Errorf("%s: 5 concurrent misses of a large answer made %d upstream calls, want 1", scope, calls.Load())
+		}
 	}
 }
