@@ -1,11 +1,15 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,5 +227,67 @@ func TestQuestionOnSharedChannelNotMisattributed(t *testing.T) {
 	}
 	if !strings.Contains(got, "read refused") || strings.Contains(got, "bob") {
 		t.Errorf("alice's read answered %s", got)
+	}
+}
+
+// authAnswers refuses, with 401, every answer POSTed to a question of the
+// server that does not carry the Authorization of the caller it asked, as
+// a server that authenticates each message of a user does, and counts the
+// refusals.
+func authAnswers(h http.Handler, refused *atomic.Int32) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var m struct {
+				Method string          `json:"method"`
+				Result json.RawMessage `json:"result"`
+			}
+			if json.Unmarshal(body, &m) == nil && m.Method == "" && m.Result != nil && r.Header.Get("Authorization") != "Bearer alice" {
+				refused.Add(1)
+				http.Error(w, "who are you?", http.StatusUnauthorized)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// The answer to a server's question goes with the forwarded headers of the
+// call it was put for, on a call's own stream (a legacy Streamable HTTP
+// session) and on a shared one (the 2024-11-05 SSE stream): a server that
+// authenticates every POST takes it, and the call completes.
+func TestAnswerCarriesForwardedHeaders(t *testing.T) {
+	for name, serve := range map[string]func(*mcp.Server) (http.Handler, string){
+		"streamable": func(s *mcp.Server) (http.Handler, string) {
+			return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil), "protocol: 2025-11-25"
+		},
+		"sse": func(s *mcp.Server) (http.Handler, string) {
+			return mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil), "transport: sse"
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var refused atomic.Int32
+			h, pin := serve(askingServer("a"))
+			up := serveHTTP(t, authAnswers(h, &refused))
+			p := startProxy(t, "upstreams:"+httpUpstreamYAML("a", up.URL, "forward_headers: [Authorization]", pin, "call_timeout: 20s"))
+			hdr := withToken(headers("tools/call", "a_ask"), "alice")
+			call := func(id int, extra string) *rawResponse {
+				return post(t, p.URL, hdr, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"a_ask","arguments":{}%s,%s}}`, id, extra, bridgeMeta))
+			}
+			var first struct {
+				InputRequests map[string]json.RawMessage `json:"inputRequests"`
+				RequestState  string                     `json:"requestState"`
+			}
+			call(1, "").result(t, &first)
+			var key string
+			for k := range first.InputRequests {
+				key = k
+			}
+			final := call(2, fmt.Sprintf(`,"requestState":%q,"inputResponses":{%q:{"action":"accept","content":{"username":"bob"}}}`, first.RequestState, key))
+			if !strings.Contains(string(final.Body), "tool got bob") || refused.Load() != 0 {
+				t.Errorf("answered %s; %d POSTs refused for want of the caller's Authorization", final.Body, refused.Load())
+			}
+		})
 	}
 }

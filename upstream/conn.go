@@ -47,7 +47,13 @@ type conn interface {
 // its requests (answered through reply, now or later), and notifications.
 // ask is the question channel of the call whose stream carried the message,
 // or nil when the channel is shared.
-type onMessage func(ctx context.Context, m *jsonrpc.Message, ask mcp.Ask, reply func(*jsonrpc.Message))
+type onMessage func(ctx context.Context, m *jsonrpc.Message, ask mcp.Ask, reply replier)
+
+// replier sends the answer to a server's request. header is the forwarded
+// caller header of the call that a question on a shared channel was put
+// for (nil otherwise): the answer is that caller's, and goes with what its
+// call went with. A reply on a call's own stream goes with the call's.
+type replier func(answer *jsonrpc.Message, header http.Header)
 
 // errNoStream: the server offers no stream for server-initiated messages.
 var errNoStream = errors.New("no notification stream")

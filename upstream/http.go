@@ -244,7 +244,7 @@ func (c *httpConn) readStream(ctx context.Context, body io.Reader, ex *exchange)
 		case m.IsRequest() && ex.ask == nil:
 			// A question on a call's own stream is that call's, and its
 			// caller cannot be asked.
-			c.onMsg(ctx, m, cannotAsk, func(a *jsonrpc.Message) { go c.answer(context.WithoutCancel(ctx), ex, a) })
+			c.onMsg(ctx, m, cannotAsk, func(a *jsonrpc.Message, _ http.Header) { go c.answer(context.WithoutCancel(ctx), ex, a, ex.header) })
 		default:
 			c.serverMessage(ctx, ex, m)
 		}
@@ -263,10 +263,15 @@ var errStreamDone = errors.New("response received")
 
 // serverMessage hands what the server sent, other than the exchange's own
 // answer, to onMsg (a request on a call's own stream is that call's
-// question), and sends back the answer, if any, on the same session.
+// question), and sends back the answer, if any, on the same session, with
+// the headers of the call it answers for: ex's own on its stream, those
+// the router attributed it to on the session's GET stream (shared).
 func (c *httpConn) serverMessage(ctx context.Context, ex *exchange, m *jsonrpc.Message) {
-	c.onMsg(ctx, m, ex.ask, func(answer *jsonrpc.Message) {
-		go c.answer(context.WithoutCancel(ctx), ex, answer)
+	c.onMsg(ctx, m, ex.ask, func(answer *jsonrpc.Message, header http.Header) {
+		if ex.ask != nil {
+			header = ex.header
+		}
+		go c.answer(context.WithoutCancel(ctx), ex, answer, header)
 	})
 }
 
@@ -276,10 +281,10 @@ func requestScoped(method string) bool {
 	return method == mcp.NotifyProgress || method == mcp.NotifyMessage
 }
 
-func (c *httpConn) answer(ctx context.Context, ex *exchange, answer *jsonrpc.Message) {
+func (c *httpConn) answer(ctx context.Context, ex *exchange, answer *jsonrpc.Message, header http.Header) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_ = c.send(ctx, &exchange{msg: *answer, version: ex.version, session: ex.session})
+	_ = c.send(ctx, &exchange{msg: *answer, version: ex.version, session: ex.session, header: header})
 }
 
 func (c *httpConn) send(ctx context.Context, ex *exchange) error {

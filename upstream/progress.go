@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"sync"
 
@@ -79,13 +80,14 @@ type calls struct {
 }
 
 type callInFlight struct {
-	ctx context.Context
-	ask mcp.Ask // nil: the caller cannot be asked
+	ctx    context.Context
+	ask    mcp.Ask     // nil: the caller cannot be asked
+	header http.Header // the caller headers forwarded with the call
 }
 
 // add registers a call; the function returned removes it.
-func (a *calls) add(ctx context.Context, ask mcp.Ask) func() {
-	c := &callInFlight{ctx: ctx, ask: ask}
+func (a *calls) add(ctx context.Context, ask mcp.Ask, header http.Header) func() {
+	c := &callInFlight{ctx: ctx, ask: ask, header: header}
 	a.mu.Lock()
 	if a.set == nil {
 		a.set = map[*callInFlight]struct{}{}
@@ -99,20 +101,20 @@ func (a *calls) add(ctx context.Context, ask mcp.Ask) func() {
 	}
 }
 
-// only returns the Ask of the one call in flight, if there is exactly one
-// and its caller can be asked.
-func (a *calls) only() (context.Context, mcp.Ask) {
+// only returns the one call in flight, if there is exactly one and its
+// caller can be asked.
+func (a *calls) only() *callInFlight {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.set) != 1 {
-		return nil, nil
+		return nil
 	}
 	for c := range a.set {
 		if c.ask != nil {
-			return c.ctx, c.ask
+			return c
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // cannotAsk is the Ask of a call whose caller cannot be asked anything.

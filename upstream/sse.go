@@ -244,13 +244,13 @@ func (c *sseConn) dispatch(s *sseStream, data []byte) {
 		return
 	}
 	if !m.IsResponse() {
-		c.onMsg(context.Background(), m, nil, func(answer *jsonrpc.Message) {
+		c.onMsg(context.Background(), m, nil, func(answer *jsonrpc.Message, header http.Header) {
 			// Off the read loop, and bounded: a POST that stalls must not
 			// stop the stream's answers from being read.
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), c.o.Timeout)
 				defer cancel()
-				_ = c.post(ctx, s, answer.Encode(), nil)
+				_ = c.post(ctx, s, answer.Encode(), header)
 			}()
 		})
 		return

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -298,7 +299,7 @@ func (c *stdioConn) dispatch(p *process, line []byte) {
 	case m.IsNotification() && p.listenFor(m) != nil:
 		p.listenFor(m).deliver(m)
 	default:
-		c.onMsg(context.Background(), m, nil, func(answer *jsonrpc.Message) {
+		c.onMsg(context.Background(), m, nil, func(answer *jsonrpc.Message, _ http.Header) {
 			b, _ := json.Marshal(answer)
 			_ = p.write(b)
 		})

@@ -367,7 +367,7 @@ func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (
 // included, so that a question on a shared channel is attributed to a call
 // only when no other could have raised it.
 func (u *Upstream) carry(ctx context.Context, ex *exchange) (*reply, error) {
-	defer u.calls.add(ctx, ex.ask)()
+	defer u.calls.add(ctx, ex.ask, ex.header)()
 	return u.conn.call(ctx, ex)
 }
 
@@ -652,23 +652,14 @@ func (s *session) exchangeFor(raw []byte) *exchange {
 // requests it makes of us (ping, and the questions of a call, which go to
 // that call's caller) and notifications (progress for a call, changes for
 // the hub).
-func (u *Upstream) onServerMessage(ctx context.Context, msg *jsonrpc.Message, ask mcp.Ask, reply func(*jsonrpc.Message)) {
+func (u *Upstream) onServerMessage(ctx context.Context, msg *jsonrpc.Message, ask mcp.Ask, reply replier) {
 	switch {
 	case msg.IsRequest() && msg.Method == mcp.MethodPing:
-		reply(&jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Result: json.RawMessage(`{}`)})
+		reply(&jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Result: json.RawMessage(`{}`)}, nil)
 	case msg.IsRequest() && mcp.Questions[msg.Method] != "":
-		if ask == nil {
-			// A shared channel names no call: the question is the one
-			// call's in flight, if there is exactly one (see calls).
-			ctx, ask = u.calls.only()
-		}
-		if ask == nil {
-			reply(refusal(msg, "no caller it can be attributed to can be asked"))
-			return
-		}
-		go func() { reply(answerOf(ctx, msg, ask)) }()
+		u.question(ctx, msg, ask, reply)
 	case msg.IsRequest():
-		reply(refusal(msg, "not supported by Manifold"))
+		reply(refusal(msg, "not supported by Manifold"), nil)
 	case msg.IsNotification() && msg.Method == mcp.NotifyProgress:
 		// Progress outside its call's own stream: a legacy session's GET
 		// stream, or stdout. A log message there names no request: dropped.
@@ -678,6 +669,23 @@ func (u *Upstream) onServerMessage(ctx context.Context, msg *jsonrpc.Message, as
 			u.emit(ev)
 		}
 	}
+}
+
+// question puts a server's question to the caller of the call it belongs
+// to: the call whose stream carried it (ask), or on a shared channel the
+// one call it can be attributed to (see calls), whose forwarded headers
+// then go with the answer.
+func (u *Upstream) question(ctx context.Context, msg *jsonrpc.Message, ask mcp.Ask, reply replier) {
+	var header http.Header
+	if ask == nil {
+		c := u.calls.only()
+		if c == nil {
+			reply(refusal(msg, "no caller it can be attributed to can be asked"), nil)
+			return
+		}
+		ctx, ask, header = c.ctx, c.ask, c.header
+	}
+	go func() { reply(answerOf(ctx, msg, ask), header) }()
 }
 
 func refusal(msg *jsonrpc.Message, why string) *jsonrpc.Message {
