@@ -57,14 +57,22 @@ var ErrNoList = errors.New("upstream does not serve this list")
 type Merger struct {
 	Codec *Codec
 	Log   *slog.Logger
-	// Unique drops an item whose identifying field (uri or uriTemplate)
-	// already appeared earlier in the page, keeping the first upstream's in
-	// configuration order. Needed when URIs are not namespaced.
+	// Unique drops an item whose identity (its uri, uriTemplate or name)
+	// belongs to another upstream: one that already appeared earlier in
+	// the page, or one the Routes of the listing say is another's. The
+	// first upstream's in configuration order is kept. Needed when names
+	// and URIs are not namespaced.
 	Unique bool
-	// Observe, if set, sees every upstream page that arrives (its items, a
-	// JSON array), with the merge order, so a router can learn which
-	// upstream lists what.
-	Observe func(order []string, upstream, method string, items json.RawMessage)
+}
+
+// Routes is what a listing learns of its upstreams and knows of them: it
+// sees every upstream page that arrives, and (for Unique) names the
+// upstream an identity belongs to, across pages.
+type Routes interface {
+	// Observe sees one upstream page's items (a JSON array).
+	Observe(upstream, method string, items json.RawMessage)
+	// Owner names the upstream whose item id is, when that is known.
+	Owner(method, id string) (upstream string, known bool)
 }
 
 // UpstreamCursorError is a stale cursor refused by the upstream itself: the
@@ -114,7 +122,7 @@ type page struct {
 // carry the downstream cursor, across upstreams (in merge order), each page
 // fetched with f. It fails only on a bad or stale cursor (ErrBadCursor,
 // ErrStaleCursor).
-func (m *Merger) List(ctx context.Context, req *mcp.Request, upstreams []string, f Fetcher) (*Result, error) {
+func (m *Merger) List(ctx context.Context, req *mcp.Request, upstreams []string, f Fetcher, routes Routes) (*Result, error) {
 	method, ok := mcp.Lookup(req.Method)
 	if !ok || method.Route != mcp.RouteAll {
 		return nil, fmt.Errorf("merge: %s is not a list method", req.Method)
@@ -124,7 +132,7 @@ func (m *Merger) List(ctx context.Context, req *mcp.Request, upstreams []string,
 		return nil, err
 	}
 	pages := m.fetchAll(ctx, f, upstreams, pending, req, method.Items)
-	return m.assemble(upstreams, pending, pages, method)
+	return m.assemble(upstreams, pending, pages, method, routes)
 }
 
 // pending returns, for each upstream still to be read, the cursor to send
@@ -180,7 +188,7 @@ var tracer = otel.Tracer("github.com/manifold-mcp/manifold/merge")
 
 // assemble concatenates the pages in order and combines their hints and
 // next cursors.
-func (m *Merger) assemble(upstreams []string, pending map[string]string, pages []page, method *mcp.Method) (*Result, error) {
+func (m *Merger) assemble(upstreams []string, pending map[string]string, pages []page, method *mcp.Method, routes Routes) (*Result, error) {
 	res := &Result{TTLms: -1, Scope: mcp.ScopePublic}
 	next := map[string]string{}
 	seen := map[string]string{}
@@ -200,10 +208,10 @@ func (m *Merger) assemble(upstreams []string, pending map[string]string, pages [
 			res.TTLms = 0
 			continue
 		}
-		if m.Observe != nil {
-			m.Observe(upstreams, name, method.Name, p.items)
+		if routes != nil {
+			routes.Observe(name, method.Name, p.items)
 		}
-		res.Chunks = m.appendItems(res.Chunks, p.items, name, method.ID, seen)
+		res.Chunks = m.appendItems(res.Chunks, p.items, name, method, seen, routes)
 		if p.next != "" {
 			next[name] = p.next
 		}
@@ -226,9 +234,9 @@ func (m *Merger) assemble(upstreams []string, pending map[string]string, pages [
 }
 
 // appendItems adds one upstream's items: the page's whole array content at
-// once, or (with Unique) each item whose identity no earlier upstream
-// listed. The Observer hears of a collision: it sees every page whole.
-func (m *Merger) appendItems(chunks []json.RawMessage, items json.RawMessage, upstream, idField string, seen map[string]string) []json.RawMessage {
+// once, or (with Unique) each item whose identity is not another
+// upstream's. Routes hear of a collision: they see every page whole.
+func (m *Merger) appendItems(chunks []json.RawMessage, items json.RawMessage, upstream string, method *mcp.Method, seen map[string]string, routes Routes) []json.RawMessage {
 	if !m.Unique {
 		// items is nil or a trimmed array (parsePage).
 		if len(items) > 2 {
@@ -239,11 +247,17 @@ func (m *Merger) appendItems(chunks []json.RawMessage, items json.RawMessage, up
 		return chunks
 	}
 	_ = jsonrpc.EachElement(items, func(item json.RawMessage) error {
-		id, _ := jsonrpc.MemberString(item, idField)
-		if _, dup := seen[id]; !dup {
-			seen[id] = upstream
-			chunks = append(chunks, item)
+		id, _ := jsonrpc.MemberString(item, method.ID)
+		if _, dup := seen[id]; dup {
+			return nil
 		}
+		if routes != nil {
+			if owner, known := routes.Owner(method.Name, id); known && owner != upstream {
+				return nil
+			}
+		}
+		seen[id] = upstream
+		chunks = append(chunks, item)
 		return nil
 	})
 	return chunks

@@ -36,7 +36,12 @@ func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, r
 		}
 		sub.ParamHeaders = hs
 	}
-	return r.answer(ctx, u, &sub)
+	res, err := r.answer(ctx, u, &sub)
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeInvalidParams && r.unknownTo(ctx, set, u, m.Names, name) {
+		return nil, unknownName(m.Names, name)
+	}
+	return res, err
 }
 
 // complete routes a completion/complete by its ref: a prompt by name, a
@@ -103,6 +108,7 @@ func (r *Router) answerNow(ctx context.Context, u *upstream.Upstream, req *mcp.R
 // pages said, listing again once if they said nothing. A name the
 // upstream's filter hides is unknown.
 func (r *Router) nameOwner(ctx context.Context, set *upstream.Set, list, name string) (*upstream.Upstream, string) {
+	routes := r.routesOf(set)
 	var u *upstream.Upstream
 	inner := name
 	if r.ns.Prefix {
@@ -112,10 +118,10 @@ func (r *Router) nameOwner(ctx context.Context, set *upstream.Set, list, name st
 		}
 		u, inner = set.Get(up), in
 	} else {
-		owner, ok := r.routes.owner(set.Names(), list, name)
+		owner, ok := routes.owner(set.Names(), list, name)
 		if !ok {
 			r.learn(ctx, set, set.All(), list)
-			owner, ok = r.routes.owner(set.Names(), list, name)
+			owner, ok = routes.owner(set.Names(), list, name)
 		}
 		if ok {
 			u = set.Get(owner)
@@ -127,6 +133,17 @@ func (r *Router) nameOwner(ctx context.Context, set *upstream.Set, list, name st
 	return u, inner
 }
 
+// unknownTo reports whether u's whole list lacks name (listing it if that
+// is not known yet): then an upstream's refusal of a call of name is
+// Manifold's "unknown", in the caller's words rather than the upstream's.
+func (r *Router) unknownTo(ctx context.Context, set *upstream.Set, u *upstream.Upstream, list, name string) bool {
+	routes := r.routesOf(set)
+	if !routes.listedWhole(u.Name(), list) || routes.unlisted(u.Name(), list, name) {
+		r.learn(ctx, set, []*upstream.Upstream{u}, list)
+	}
+	return routes.unlisted(u.Name(), list, name)
+}
+
 // uriOwner finds the upstream of a merged-view URI or template.
 func (r *Router) uriOwner(set *upstream.Set, uri string) (*upstream.Upstream, string) {
 	if r.ns.Prefix {
@@ -136,18 +153,19 @@ func (r *Router) uriOwner(set *upstream.Set, uri string) (*upstream.Upstream, st
 		}
 		return set.Get(up), inner
 	}
-	return set.Get(r.routes.candidates(set.Names(), uri)[0]), uri
+	return set.Get(r.routesOf(set).candidates(set.Names(), uri)[0]), uri
 }
 
 // paramHeaders checks the caller's Mcp-Param-* headers against the
 // arguments of a tool call (when the caller's transport has headers) and
-// returns the headers a modern upstream must get. A tool not seen in a
-// list yet is learnt by listing its upstream's tools once.
+// returns the headers a modern upstream must get, as u's list says (which
+// is read once, if it was not yet).
 func (r *Router) paramHeaders(ctx context.Context, set *upstream.Set, u *upstream.Upstream, tool string, req *mcp.Request) (http.Header, error) {
-	if _, known := r.routes.owner(set.Names(), mcp.MethodToolsList, tool); !known {
+	routes := r.routesOf(set)
+	if !routes.listedWhole(u.Name(), mcp.MethodToolsList) {
 		r.learn(ctx, set, []*upstream.Upstream{u}, mcp.MethodToolsList)
 	}
-	hs := r.routes.paramHeaders(tool)
+	hs := routes.paramHeaders(u.Name(), tool)
 	if len(hs) == 0 {
 		return nil, nil
 	}
@@ -181,36 +199,61 @@ func (r *Router) paramHeaders(ctx context.Context, set *upstream.Set, u *upstrea
 const learnPages = 20
 
 // learn lists list on each of ups (every page, through the cache) so the
-// routes know their names, at most once a second per upstream and list:
-// calls of names nobody lists must not list again each time.
+// set's routes know their names, at most once a second per upstream and
+// list: calls of names nobody lists must not list again each time. An
+// upstream listed to its end is known whole.
 func (r *Router) learn(ctx context.Context, set *upstream.Set, ups []*upstream.Upstream, list string) {
 	ctx = unnoted(ctx) // Manifold's own listing is not the request's answer
+	routes := r.routesOf(set)
+	m, _ := mcp.Lookup(list)
 	for _, u := range ups {
-		key := u.Name() + "\x00" + list
-		if !r.learning.allow(key, time.Second) {
+		if !routes.learning.allow(u.Name()+"\x00"+list, time.Second) {
 			continue
 		}
+		var all []json.RawMessage
 		req := &mcp.Request{Method: list, Params: jsonrpc.Object{}, Meta: jsonrpc.Object{}}
 		for page := 0; page < learnPages; page++ {
-			res, err := r.fetch(ctx, u, req, "")
+			obj, next, err := r.listPage(ctx, u, req, m)
 			if err != nil {
 				break
 			}
-			var p struct {
-				NextCursor string `json:"nextCursor"`
-			}
-			obj, err := jsonrpc.ParseObject(res)
-			if err != nil {
+			items, _ := jsonrpc.Elements(obj[m.Items])
+			all = append(all, items...)
+			if next == "" {
+				routes.relist(u.Name(), list, all)
 				break
 			}
-			m, _ := mcp.Lookup(list)
-			r.routes.observe(set.Names(), u.Name(), list, obj[m.Items])
-			if json.Unmarshal(res, &p) != nil || p.NextCursor == "" {
-				break
-			}
-			req = &mcp.Request{Method: list, Params: jsonrpc.Object{"cursor": jsonrpc.Quote(p.NextCursor)}, Meta: jsonrpc.Object{}}
+			routes.observeItems(u.Name(), list, items)
+			req = &mcp.Request{Method: list, Params: jsonrpc.Object{"cursor": jsonrpc.Quote(next)}, Meta: jsonrpc.Object{}}
 		}
 	}
+}
+
+// learnWhole is learn of the upstreams of ups not yet listed whole.
+func (r *Router) learnWhole(ctx context.Context, set *upstream.Set, list string) {
+	routes := r.routesOf(set)
+	var ups []*upstream.Upstream
+	for _, u := range set.All() {
+		if !routes.listedWhole(u.Name(), list) {
+			ups = append(ups, u)
+		}
+	}
+	if len(ups) > 0 {
+		r.learn(ctx, set, ups, list)
+	}
+}
+
+// listPage is one page of u's list, through the cache, and its next cursor.
+func (r *Router) listPage(ctx context.Context, u *upstream.Upstream, req *mcp.Request, m *mcp.Method) (jsonrpc.Object, string, error) {
+	res, err := r.fetch(ctx, u, req, "")
+	if err != nil {
+		return nil, "", err
+	}
+	obj, err := jsonrpc.ParseObject(res)
+	if err != nil {
+		return nil, "", err
+	}
+	return obj, obj.String("nextCursor"), nil
 }
 
 // unknownName is the answer for a tool or prompt no upstream serves.

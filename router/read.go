@@ -30,15 +30,16 @@ func (r *Router) read(ctx context.Context, set *upstream.Set, req *mcp.Request) 
 	// Without namespaces: the upstream that lists the URI, else those whose
 	// templates match, else each in turn until one has it.
 	var lastErr error
-	for _, name := range r.routes.candidates(set.Names(), uri) {
+	routes := r.routesOf(set)
+	for _, name := range routes.candidates(set.Names(), uri) {
 		res, err := r.readFrom(ctx, set.Get(name), req, uri, uri)
 		if err == nil {
-			r.routes.served(uri, name)
+			routes.served(uri, name)
 			return res, nil
 		}
 		switch {
 		case isNotFound(err):
-			r.routes.gone(uri, name)
+			routes.gone(uri, name)
 		case !isUnavailable(err):
 			return nil, err
 		}

@@ -69,15 +69,13 @@ type Router struct {
 	ups    *upstream.Registry
 	ns     namespace.Namespace
 	merger *merge.Merger
-	routes *routes
 	cache  *cache.Cache
 	log    *slog.Logger
 	meta   json.RawMessage // the result `_meta` naming Manifold
 
-	learning marks // on-demand listings, by upstream and list
-	warned   marks // warnings logged once
-	holds    *holds
-	admit    func(ctx context.Context, upstream string) error
+	warned marks // warnings logged once
+	holds  *holds
+	admit  func(ctx context.Context, upstream string) error
 }
 
 // DiscoverTTL is how long clients may cache Manifold's server/discover: its
@@ -89,13 +87,12 @@ func New(o Options) *Router {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Router{ups: o.Upstreams, ns: o.Namespace, cache: o.Cache, log: o.Logger, routes: newRoutes(o.Logger, !o.Namespace.Prefix),
+	r := &Router{ups: o.Upstreams, ns: o.Namespace, cache: o.Cache, log: o.Logger,
 		holds: newHolds(o.Secret, o.CredentialHeaders), admit: o.Admit}
 	r.merger = &merge.Merger{
-		Codec:   o.Codec,
-		Log:     o.Logger,
-		Unique:  !o.Namespace.Prefix,
-		Observe: r.routes.observe,
+		Codec:  o.Codec,
+		Log:    o.Logger,
+		Unique: !o.Namespace.Prefix,
 	}
 	r.meta, _ = json.Marshal(map[string]any{mcp.MetaServerInfo: mcp.ServerInfo})
 	return r
@@ -142,7 +139,14 @@ func (r *Router) discover(set *upstream.Set) (json.RawMessage, error) {
 }
 
 func (r *Router) list(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request) (json.RawMessage, error) {
-	res, err := r.merger.List(ctx, req, set.Names(), r.pages(set))
+	routes := r.routesOf(set)
+	if !r.ns.Prefix && req.Params["cursor"] == nil && (m.ID == "name") {
+		// Without namespaces a name is the first upstream's that lists it,
+		// which the pages of one merged page cannot tell: another's may be
+		// on a later page. Listing each upstream whole once per set tells.
+		r.learnWhole(ctx, set, m.Name)
+	}
+	res, err := r.merger.List(ctx, req, set.Names(), r.pages(set), viewRoutes{routes, set.Names()})
 	var refused *merge.UpstreamCursorError
 	if errors.As(err, &refused) && r.cache != nil {
 		// The cached pages that handed out this cursor are stale too: drop

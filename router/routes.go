@@ -9,42 +9,78 @@ import (
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/uritemplate"
+	"github.com/manifold-mcp/manifold/upstream"
 )
 
-// routes is what a Router knows from the list pages that pass through it:
-// without namespaces, which upstream serves which URI, template, tool or
-// prompt name; in either mode, which tool parameters are mirrored in
-// headers. An identity two upstreams list belongs to the first in
-// configuration order, whatever order the pages arrived in, and the
-// collision is logged once. The tables are bounded together; past the
-// bound, routing falls back to asking upstreams in order (URIs) or to
-// listing again (names), which gives the same answer more slowly.
+// routes is what a Router knows of one configured set of upstreams from
+// the list pages that pass through it: without namespaces, which upstreams
+// serve which URI, template, tool or prompt name; in either mode, which
+// tool parameters are mirrored in headers, and (once listed whole) which
+// names an upstream serves at all. It lives in the set's memo
+// (upstream.Set.Memo), so a reload starts it anew, and every view of the
+// set (a caller's, under access rules) shares it: an identity two upstreams
+// list belongs, for each caller, to the first in configuration order among
+// those it may see. The tables are bounded together; past the bound,
+// routing falls back to asking upstreams in order (URIs) or to listing
+// again (names), which gives the same answer more slowly.
 type routes struct {
 	log *slog.Logger
 	// byURI: learn which upstream serves which URI and template (needed
 	// without namespaces only, where a URI names no upstream).
 	byURI bool
+	order []string // the configured set's names: who comes first
 
 	mu        sync.RWMutex
 	uris      map[string]string
-	names     map[string]map[string]string                // list method → name → upstream
+	names     map[string]map[string][]string              // list method → name → upstreams listing it, in order
+	whole     map[string]map[string]bool                  // list method → upstream → listed whole (learn)
 	templates map[string]map[string]*uritemplate.Template // upstream → text → template
-	headers   map[string][]mcp.ParamHeader                // merged-view tool name → its mirrored params
+	headers   map[string][]mcp.ParamHeader                // upstream + "\x00" + merged-view tool name → its mirrored params
 	collided  map[string]bool                             // identities whose collision was logged
 	size      int
+
+	learning marks // on-demand listings, by upstream and list
 }
 
 // maxRoutes bounds everything learnt together.
 const maxRoutes = 200_000
 
-func newRoutes(log *slog.Logger, byURI bool) *routes {
-	return &routes{log: log, byURI: byURI, uris: map[string]string{}, names: map[string]map[string]string{},
-		templates: map[string]map[string]*uritemplate.Template{}, headers: map[string][]mcp.ParamHeader{}, collided: map[string]bool{}}
+func newRoutes(log *slog.Logger, byURI bool, order []string) *routes {
+	return &routes{log: log, byURI: byURI, order: order, uris: map[string]string{}, names: map[string]map[string][]string{},
+		whole: map[string]map[string]bool{}, templates: map[string]map[string]*uritemplate.Template{},
+		headers: map[string][]mcp.ParamHeader{}, collided: map[string]bool{}}
 }
 
-// observe learns from one upstream's list page, in the merged view; order
-// is the configuration order, which settles an identity two upstreams list.
-func (t *routes) observe(order []string, upstream, method string, list json.RawMessage) {
+// routesKey is the routes' key in a set's memo.
+type routesKey struct{}
+
+// routesOf returns the routes of the configured set that set is (a view
+// of).
+func (r *Router) routesOf(set *upstream.Set) *routes {
+	return set.Memo(routesKey{}, func(root *upstream.Set) any {
+		return newRoutes(r.log, !r.ns.Prefix, root.Names())
+	}).(*routes)
+}
+
+// viewRoutes are a set's routes as merge sees them for one caller's view.
+type viewRoutes struct {
+	t    *routes
+	view []string
+}
+
+func (v viewRoutes) Observe(upstream, method string, items json.RawMessage) {
+	v.t.observe(upstream, method, items)
+}
+
+func (v viewRoutes) Owner(method, id string) (string, bool) {
+	if method == mcp.MethodResourcesList {
+		return v.t.uriOwner(v.view, id)
+	}
+	return v.t.owner(v.view, method, id)
+}
+
+// observe learns from one upstream's list page, in the merged view.
+func (t *routes) observe(upstream, method string, list json.RawMessage) {
 	if !t.byURI && (method == mcp.MethodResourcesList || method == mcp.MethodTemplatesList) {
 		return
 	}
@@ -52,51 +88,91 @@ func (t *routes) observe(order []string, upstream, method string, list json.RawM
 	if err != nil {
 		return
 	}
+	t.observeItems(upstream, method, items)
+}
+
+func (t *routes) observeItems(upstream, method string, items []json.RawMessage) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch method {
 	case mcp.MethodResourcesList:
 		for _, item := range items {
 			uri, _ := jsonrpc.MemberString(item, "uri")
-			t.own(t.uris, order, uri, upstream)
+			t.own(uri, upstream)
 		}
 	case mcp.MethodTemplatesList:
 		t.learnTemplates(upstream, items)
 	case mcp.MethodToolsList, mcp.MethodPromptsList:
-		owners := t.names[method]
-		if owners == nil {
-			owners = map[string]string{}
-			t.names[method] = owners
-		}
 		for _, item := range items {
 			name, _ := jsonrpc.MemberString(item, "name")
-			if t.own(owners, order, name, upstream) && method == mcp.MethodToolsList {
-				t.learnHeaders(name, item)
+			t.list(method, name, upstream)
+			if method == mcp.MethodToolsList {
+				t.learnHeaders(upstream, name, item)
 			}
 		}
 	}
 }
 
-// own records upstream as the owner of id unless an upstream earlier in
-// order owns it, and reports whether upstream owns it now.
-func (t *routes) own(owners map[string]string, order []string, id, upstream string) bool {
-	owner, known := owners[id]
+// relist records that upstream's whole list is items (every page, read by
+// learn): the names it lists no more are forgotten, and a name it does not
+// list is known not to be its.
+func (t *routes) relist(upstream, method string, items []json.RawMessage) {
+	listed := map[string]bool{}
+	for _, item := range items {
+		name, _ := jsonrpc.MemberString(item, "name")
+		listed[name] = true
+	}
+	t.mu.Lock()
+	for name, listers := range t.names[method] {
+		if !listed[name] && slices.Contains(listers, upstream) {
+			t.names[method][name] = slices.DeleteFunc(slices.Clone(listers), func(u string) bool { return u == upstream })
+			t.size--
+		}
+	}
+	if t.whole[method] == nil {
+		t.whole[method] = map[string]bool{}
+	}
+	t.whole[method][upstream] = true
+	t.mu.Unlock()
+	t.observeItems(upstream, method, items)
+}
+
+// list records that upstream lists name in method, keeping the listers in
+// configuration order; t.mu is held.
+func (t *routes) list(method, name, upstream string) {
+	byName := t.names[method]
+	if byName == nil {
+		byName = map[string][]string{}
+		t.names[method] = byName
+	}
+	listers := byName[name]
+	if slices.Contains(listers, upstream) || t.size >= maxRoutes {
+		return
+	}
+	if len(listers) > 0 {
+		t.logCollision(name, listers[0], upstream)
+	}
+	listers = append(slices.Clone(listers), upstream)
+	slices.SortStableFunc(listers, func(a, b string) int { return slices.Index(t.order, a) - slices.Index(t.order, b) })
+	byName[name] = listers
+	t.size++
+}
+
+// own records upstream as the owner of uri unless an upstream earlier in
+// configuration order owns it; t.mu is held.
+func (t *routes) own(uri, upstream string) {
+	owner, known := t.uris[uri]
 	switch {
 	case known && owner == upstream:
-		return true
-	case known && slices.Index(order, upstream) < slices.Index(order, owner):
-		owners[id] = upstream
-		t.logCollision(id, upstream, owner)
-		return true
+	case known && slices.Index(t.order, upstream) < slices.Index(t.order, owner):
+		t.uris[uri] = upstream
+		t.logCollision(uri, upstream, owner)
 	case known:
-		t.logCollision(id, owner, upstream)
-		return false
+		t.logCollision(uri, owner, upstream)
 	case t.size < maxRoutes:
-		owners[id] = upstream
+		t.uris[uri] = upstream
 		t.size++
-		return true
 	}
-	return false
 }
 
 func (t *routes) learnTemplates(upstream string, items []json.RawMessage) {
@@ -122,20 +198,21 @@ func (t *routes) learnTemplates(upstream string, items []json.RawMessage) {
 
 // learnHeaders records a listed tool's header-mirrored parameters; the
 // router already left tools with invalid annotations out of the page.
-func (t *routes) learnHeaders(name string, raw json.RawMessage) {
+func (t *routes) learnHeaders(upstream, name string, raw json.RawMessage) {
 	tool, err := jsonrpc.ParseObject(raw)
 	if err != nil {
 		return
 	}
+	key := upstream + "\x00" + name
 	hs, err := mcp.ParamHeaders(tool)
 	if err != nil || len(hs) == 0 {
-		delete(t.headers, name)
+		delete(t.headers, key)
 		return
 	}
-	if _, ok := t.headers[name]; !ok && len(t.headers) >= maxRoutes {
+	if _, ok := t.headers[key]; !ok && len(t.headers) >= maxRoutes {
 		return
 	}
-	t.headers[name] = hs
+	t.headers[key] = hs
 }
 
 // logCollision logs a collision once per identity; t.mu is held.
@@ -147,12 +224,40 @@ func (t *routes) logCollision(id, kept, dropped string) {
 	t.log.Warn("two upstreams list the same identity; calls go to the first in configuration order", "id", id, "routedTo", kept, "alsoListedBy", dropped)
 }
 
-// owner returns the upstream of names that lists name in list, if known.
-func (t *routes) owner(names []string, list, name string) (string, bool) {
+// owner returns the first upstream of view (a caller's, in configuration
+// order) that lists name in list, if one is known to.
+func (t *routes) owner(view []string, list, name string) (string, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	owner, ok := t.names[list][name]
-	return owner, ok && slices.Contains(names, owner)
+	for _, u := range t.names[list][name] {
+		if slices.Contains(view, u) {
+			return u, true
+		}
+	}
+	return "", false
+}
+
+// uriOwner returns the upstream of view that owns uri, if one is known to.
+func (t *routes) uriOwner(view []string, uri string) (string, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	owner, ok := t.uris[uri]
+	return owner, ok && slices.Contains(view, owner)
+}
+
+// listedWhole reports whether upstream's list was read whole.
+func (t *routes) listedWhole(upstream, list string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.whole[list][upstream]
+}
+
+// unlisted reports whether upstream is known not to serve name in list:
+// its list was read whole, and name was not in it.
+func (t *routes) unlisted(upstream, list, name string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.whole[list][upstream] && !slices.Contains(t.names[list][name], upstream)
 }
 
 // served records that upstream answered a read of uri: a resource found
@@ -181,12 +286,12 @@ func (t *routes) gone(uri, upstream string) {
 	}
 }
 
-// paramHeaders returns what is known of a tool's mirrored parameters, and
-// whether the tool was seen listed.
-func (t *routes) paramHeaders(tool string) []mcp.ParamHeader {
+// paramHeaders returns what is known of the mirrored parameters of
+// upstream's tool (by its merged-view name).
+func (t *routes) paramHeaders(upstream, tool string) []mcp.ParamHeader {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.headers[tool]
+	return t.headers[upstream+"\x00"+tool]
 }
 
 // candidates returns the upstreams of names to ask for uri (a URI, or the

@@ -79,6 +79,28 @@ type proxy struct {
 	Logs    *logBuffer
 	handler http.Handler
 	stop    func()
+	srv     *process.Process
+}
+
+// startReloadable is startProxy with the configuration in a file, so that
+// reload can change it and have the process read it again.
+func startReloadable(t testing.TB, yamlText string) (p *proxy, reload func(yamlText string)) {
+	t.Helper()
+	path := writeConfig(t, yamlText)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = startProxyConfig(t, cfg)
+	return p, func(yamlText string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(yamlText), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.srv.Reload(context.Background()); err != nil {
+			t.Fatalf("reload: %v", err)
+		}
+	}
 }
 
 // startProxy parses yamlText (after the header a test does not care about)
@@ -112,7 +134,7 @@ func startProxyConfig(t testing.TB, cfg *config.Config) *proxy {
 			t.Errorf("Serve: %v", err)
 		}
 	}()
-	p := &proxy{URL: "http://" + l.Addr().String() + "/mcp", Logs: logs, handler: srv.Handler()}
+	p := &proxy{URL: "http://" + l.Addr().String() + "/mcp", Logs: logs, handler: srv.Handler(), srv: srv}
 	var once sync.Once
 	p.stop = func() {
 		once.Do(func() {

@@ -1,13 +1,26 @@
 package upstream
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Registry holds the set of upstreams every request is served from. The set
 // is immutable and replaced whole: a reload builds the new set beside the old
 // one and swaps a pointer, so a request that took a set finishes on it, and
 // never sees half of a change.
+//
+// What is computed from the configured upstreams lives with the set, so
+// that a reload, which makes a new set, makes it anew: what a package learns
+// of a set goes in the set's memo (Memo), and what must react to a change
+// of set (the watches of open subscriptions, the freshness of a replaced
+// upstream's cached answers) is told inside the swap (OnSwap). Nothing can
+// then refer to an upstream the current set does not hold.
 type Registry struct {
 	cur atomic.Pointer[Set]
+
+	mu     sync.Mutex // serializes swaps, and their observers
+	onSwap []func(old, next *Set)
 }
 
 // NewRegistry returns a registry holding ups, in configuration order.
@@ -20,8 +33,25 @@ func NewRegistry(ups []*Upstream) *Registry {
 // Load returns the current set.
 func (r *Registry) Load() *Set { return r.cur.Load() }
 
-// Swap makes s the current set and returns the one it replaces.
-func (r *Registry) Swap(s *Set) *Set { return r.cur.Swap(s) }
+// Swap makes s the current set, tells the OnSwap observers, and returns
+// the set it replaced.
+func (r *Registry) Swap(s *Set) *Set {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.cur.Swap(s)
+	for _, f := range r.onSwap {
+		f(old, s)
+	}
+	return old
+}
+
+// OnSwap adds f to what each Swap calls, after the new set is current, in
+// the order added. Swaps are serialized, so f sees them one at a time.
+func (r *Registry) OnSwap(f func(old, next *Set)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onSwap = append(r.onSwap, f)
+}
 
 // Set is a fixed list of upstreams in configuration order: the merge order,
 // and the order in which a URI or name two upstreams share is resolved.
@@ -31,10 +61,25 @@ type Set struct {
 	byName map[string]*Upstream
 	// restricted: some upstream has access rules.
 	restricted bool
+	// root is the configured set a view (For) was made of; itself for a
+	// configured set. Views share its memo.
+	root *Set
+	memo *sync.Map // key → *memoEntry
+}
+
+type memoEntry struct {
+	once sync.Once
+	v    any
 }
 
 // NewSet returns the set of ups, in that order.
 func NewSet(ups []*Upstream) *Set {
+	s := newSet(ups)
+	s.root, s.memo = s, &sync.Map{}
+	return s
+}
+
+func newSet(ups []*Upstream) *Set {
 	s := &Set{all: ups, names: make([]string, len(ups)), byName: make(map[string]*Upstream, len(ups))}
 	for i, u := range ups {
 		s.names[i] = u.Name()
@@ -61,7 +106,19 @@ func (s *Set) For(claims map[string][]string) *Set {
 	if len(ups) == len(s.all) {
 		return s
 	}
-	return NewSet(ups)
+	v := newSet(ups)
+	v.root, v.memo = s.root, s.memo
+	return v
+}
+
+// Memo returns what build made of the configured set (the one a view was
+// made of) under key, building it on first use: one value per set and key,
+// shared by every view of the set, and gone with the set.
+func (s *Set) Memo(key any, build func(root *Set) any) any {
+	e, _ := s.memo.LoadOrStore(key, &memoEntry{})
+	m := e.(*memoEntry)
+	m.once.Do(func() { m.v = build(s.root) })
+	return m.v
 }
 
 // All returns the upstreams in order. The slice must not be modified.
