@@ -380,19 +380,16 @@ func (r *Router) Capabilities(ctx context.Context) mcp.Capabilities {
 
 // capabilities is what Manifold serves now, for server/discover: resources
 // always; tools, prompts and completions when some upstream serves them;
-// list changes and resource subscriptions when some upstream reports them
-// (the hub honours exactly these). Upstreams still negotiating are not
-// waited for.
+// resource subscriptions when some upstream offers them. Each list's
+// changes are reported (the hub honours exactly these): an upstream's own,
+// when it reports them, and a reload's, always. Upstreams still
+// negotiating are not waited for.
 func capabilities(set *upstream.Set) mcp.Capabilities {
-	caps := mcp.Capabilities{Resources: &mcp.ResourcesCapability{}}
+	caps := mcp.Capabilities{Resources: &mcp.ResourcesCapability{ListChanged: true}}
 	orList := func(dst **mcp.ListCapability, src *mcp.ListCapability) {
-		if src == nil {
-			return
+		if src != nil && *dst == nil {
+			*dst = &mcp.ListCapability{ListChanged: true}
 		}
-		if *dst == nil {
-			*dst = &mcp.ListCapability{}
-		}
-		(*dst).ListChanged = (*dst).ListChanged || src.ListChanged
 	}
 	for _, u := range set.All() {
 		c, ok := u.Capabilities()
@@ -400,7 +397,6 @@ func capabilities(set *upstream.Set) mcp.Capabilities {
 			continue
 		}
 		if c.Resources != nil {
-			caps.Resources.ListChanged = caps.Resources.ListChanged || c.Resources.ListChanged
 			caps.Resources.Subscribe = caps.Resources.Subscribe || c.Resources.Subscribe
 		}
 		orList(&caps.Tools, c.Tools)

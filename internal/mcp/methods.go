@@ -122,6 +122,9 @@ type ListChange struct {
 	Wanted func(*SubscriptionFilter) *bool
 	// Declared reports whether a server's capabilities promise it.
 	Declared func(Capabilities) bool
+	// Served reports whether a server's capabilities say it serves the
+	// list at all.
+	Served func(Capabilities) bool
 }
 
 // ListChanges are the list notifications of 2026-07-28 (and, untagged, of
@@ -131,16 +134,19 @@ var ListChanges = []*ListChange{
 		Notification: NotifyResourcesChanged, List: MethodResourcesList, Tag: TagResourceLists,
 		Wanted:   func(f *SubscriptionFilter) *bool { return &f.ResourcesListChanged },
 		Declared: func(c Capabilities) bool { return c.Resources != nil && c.Resources.ListChanged },
+		Served:   func(c Capabilities) bool { return c.Resources != nil },
 	},
 	{
 		Notification: NotifyToolsChanged, List: MethodToolsList, Tag: TagToolLists,
 		Wanted:   func(f *SubscriptionFilter) *bool { return &f.ToolsListChanged },
 		Declared: func(c Capabilities) bool { return c.Tools != nil && c.Tools.ListChanged },
+		Served:   func(c Capabilities) bool { return c.Tools != nil },
 	},
 	{
 		Notification: NotifyPromptsChanged, List: MethodPromptsList, Tag: TagPromptLists,
 		Wanted:   func(f *SubscriptionFilter) *bool { return &f.PromptsListChanged },
 		Declared: func(c Capabilities) bool { return c.Prompts != nil && c.Prompts.ListChanged },
+		Served:   func(c Capabilities) bool { return c.Prompts != nil },
 	},
 }
 

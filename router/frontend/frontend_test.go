@@ -272,7 +272,8 @@ func TestProgressBeforeResult(t *testing.T) {
 }
 
 // A listen is acknowledged with its own id and the part of the filter that
-// can be honoured (here none: no upstream), then ended by a shutdown with
+// can be honoured (here the list, which a reload may change, but no URI:
+// no upstream serves it), then ended by a shutdown with
 // the graceful-closure result. A listen that accepts no SSE is refused.
 func TestListenFraming(t *testing.T) {
 	h := hub.New(hub.Options{Upstreams: upstream.NewRegistry(nil), Namespace: namespace.Namespace{Prefix: true}})
@@ -300,9 +301,9 @@ func TestListenFraming(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := string(<-done)
-	ack := `"method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"sub-1"},"notifications":{}}`
+	ack := `"method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"sub-1"},"notifications":{"resourcesListChanged":true}}`
 	if !strings.Contains(b, ack) {
-		t.Errorf("no acknowledgment honouring nothing, tagged sub-1:\n%s", b)
+		t.Errorf("no acknowledgment honouring the list only, tagged sub-1:\n%s", b)
 	}
 	if !strings.Contains(b, ": keep-alive") {
 		t.Errorf("no keep-alive on a quiet stream:\n%s", b)

@@ -110,7 +110,9 @@ func New(o Options) *Hub {
 	if o.Queue <= 0 {
 		o.Queue = 64
 	}
-	return &Hub{o: o, subs: map[*Subscription]struct{}{}, byURI: map[string]map[string]map[*Subscription]struct{}{}, drained: make(chan struct{})}
+	h := &Hub{o: o, subs: map[*Subscription]struct{}{}, byURI: map[string]map[string]map[*Subscription]struct{}{}, drained: make(chan struct{})}
+	o.Upstreams.OnSwap(h.swapped)
+	return h
 }
 
 // Events delivers the subscription's events in order.
@@ -291,11 +293,14 @@ func (h *Hub) catchUp(s *Subscription, u *upstream.Upstream, v uint64) {
 }
 
 // honour decides what of f Manifold can deliver: a list change if Manifold
-// serves the list and some upstream reports its changes, a URI if an
-// upstream that can subscribe serves it.
+// serves the list (resources always; tools and prompts when an upstream
+// does), whose changes it reports (its upstreams', when they report them,
+// and a reload's, always); a URI if an upstream that can subscribe serves
+// it.
 func (s *Subscription) honour(f mcp.SubscriptionFilter, caps map[string]mcp.Capabilities, set *upstream.Set, ns namespace.Namespace) {
 	for _, lc := range mcp.ListChanges {
-		if _, served := mcp.Lookup(lc.List); served && *lc.Wanted(&f) && anyOf(caps, lc.Declared) {
+		served := lc.List == mcp.MethodResourcesList || anyOf(caps, lc.Served)
+		if _, known := mcp.Lookup(lc.List); known && served && *lc.Wanted(&f) {
 			*lc.Wanted(&s.Honoured) = true
 			s.lists = append(s.lists, lc)
 		}
@@ -447,16 +452,53 @@ func targets(uri string, caps map[string]mcp.Capabilities, set *upstream.Set, ns
 	return out
 }
 
-// Rewatch hands each upstream of the current set the URIs it must watch,
-// after a reload replaced some: a new client knows nothing of the
-// subscribers its predecessor served, and an unchanged one is told the
-// same set again, which changes nothing.
-func (h *Hub) Rewatch() {
+// swapped follows a change of the upstream set (a reload), inside the
+// registry's swap: each upstream of the new set is handed the URIs it must
+// watch (a new client knows nothing of the subscribers its predecessor
+// served; an unchanged one is told the same set again, which changes
+// nothing), and each subscriber is told of every list the change changed
+// in its view, as an upstream's own change would tell it.
+func (h *Hub) swapped(old, next *upstream.Set) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, u := range h.o.Upstreams.Load().All() {
+	for _, u := range next.All() {
 		h.resync(u)
 	}
+	for s := range h.subs {
+		for _, lc := range changedLists(old.For(s.claims), next.For(s.claims)) {
+			if s.wants(lc) {
+				h.send(s, Event{List: lc})
+			}
+		}
+	}
+}
+
+// changedLists are the lists two views of the upstreams list differently:
+// those an upstream that one has and the other has not (added, removed, or
+// replaced by a reload) serves; all of them, for one whose capabilities
+// are not known yet.
+func changedLists(old, next *upstream.Set) []*mcp.ListChange {
+	var out []*mcp.ListChange
+	for _, lc := range mcp.ListChanges {
+		if differsIn(lc, old, next) || differsIn(lc, next, old) {
+			out = append(out, lc)
+		}
+	}
+	return out
+}
+
+// differsIn reports whether an upstream of a that b does not hold serves
+// lc's list.
+func differsIn(lc *mcp.ListChange, a, b *upstream.Set) bool {
+	for _, u := range a.All() {
+		if b.Get(u.Name()) == u {
+			continue
+		}
+		if c, known := u.Capabilities(); !known || lc.Served(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // Open counts the subscriptions open now.

@@ -90,6 +90,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 		p.closeUpstreams(context.Background())
 		return nil, err
 	}
+	p.upstreams.OnSwap(p.revalidateReplaced)
 	p.dispatch = p.newDispatcher(namespaceOf(cfg))
 	p.sessions = newSessionStore(cfg, log)
 	p.http = p.server(p.mux(frontend.NewLegacy(p.dispatch, p.sessions)))

@@ -81,9 +81,8 @@ func (p *Process) swapUpstreams(ctx context.Context, ucs []config.Upstream) erro
 	}
 	next := upstream.NewSet(ups)
 	p.setRequired(ucs)
-	p.upstreams.Swap(next)
+	p.upstreams.Swap(next) // the hub and the cache follow inside (Registry.OnSwap)
 	p.startUpstreams(p.started, fresh)
-	p.hub.Rewatch()
 	var retired []*upstream.Upstream
 	var removed []string
 	for _, u := range old.All() {
@@ -92,13 +91,26 @@ func (p *Process) swapUpstreams(ctx context.Context, ucs []config.Upstream) erro
 			if next.Get(u.Name()) == nil {
 				removed = append(removed, u.Name())
 			}
-			p.cache.Revalidate(ctx, u.Name())
 		}
 	}
 	go p.retire(retired)
 	go p.noteReadiness()
 	p.log.Info("configuration reloaded", "added", added, "removed", removed, "changed", changed, "unchanged", unchanged)
 	return nil
+}
+
+// revalidateReplaced makes stale the cached answers of every upstream a
+// swap replaced or removed (inside the swap, so that no answer of the new
+// set is served as fresh from the old one's entries); they stay usable
+// while the new one cannot be reached.
+func (p *Process) revalidateReplaced(old, next *upstream.Set) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, u := range old.All() {
+		if next.Get(u.Name()) != u {
+			p.cache.Revalidate(ctx, u.Name())
+		}
+	}
 }
 
 // retire closes replaced upstreams once their calls under way have ended,
