@@ -44,6 +44,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
@@ -435,12 +436,43 @@ func (c *Cache) fillOnce(ctx context.Context, l *lookup, fill Fill) (outcome, er
 			return o, err
 		}
 	}
+	if o.shared != nil {
+		o.reusable = o.shared.reusable()
+	}
 	if o.reusable != nil {
 		// Another caller's fill: what belonged to that request (its trace
 		// context, its progress token) is not ours.
 		o.result = o.reusable
 	}
 	return o, nil
+}
+
+// oversized is the outcome of an answer too large to store, read without
+// copying: whether it is complete and its scope, with its reusable form
+// made on first need.
+func oversized(res json.RawMessage, fp string) outcome {
+	rt, _ := jsonrpc.MemberString(res, "resultType")
+	if rt != mcp.ResultTypeComplete {
+		return outcome{result: res, fp: fp, solo: true}
+	}
+	scope, _ := jsonrpc.MemberString(res, "cacheScope")
+	return outcome{result: res, scope: mcp.NormalizeScope(scope), fp: fp, shared: &lazyShare{raw: res}}
+}
+
+// lazyShare makes, once, the form of an answer its joiners get.
+type lazyShare struct {
+	once sync.Once
+	raw  []byte
+	out  []byte
+}
+
+func (s *lazyShare) reusable() []byte {
+	s.once.Do(func() {
+		if h, err := parseHints(s.raw); err == nil {
+			s.out = splice(h.body, h.ttl.Milliseconds(), h.scope)
+		}
+	})
+	return s.out
 }
 
 // flightKey is the single flight's key for l. A read that starts after an
@@ -476,9 +508,13 @@ func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup, ls lease) outcom
 	if err != nil {
 		return outcome{err: err, fp: l.fp}
 	}
-	// An answer too large to store is still read for its hints: the misses
-	// that joined this fill share it (by its scope) rather than each ask
-	// the upstream again.
+	if len(res) > c.maxEntry+64 {
+		// Too large to store (the hints add less than 64 bytes): only its
+		// scope is read, in place, and a copy for the misses that joined
+		// the fill is made only if there are some; they share it rather
+		// than each ask the upstream again.
+		return oversized(res, l.fp)
+	}
 	h, err := parseHints(res)
 	if err != nil || !h.complete {
 		// input_required, or something that is not a result object:

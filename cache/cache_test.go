@@ -788,3 +788,33 @@ func TestOversizedAnswerStillCoalesces(t *testing.T) {
 		}
 	}
 }
+
+// A fill runs on a goroutine of its own, where no handler's recovery
+// reaches: a panic in it is the error of every caller waiting for it, and
+// the process, and the key, go on.
+func TestPanickingFillIsContained(t *testing.T) {
+	c := newCache(t, testOptions(""), nil)
+	gate := make(chan struct{})
+	boom := func(context.Context) (json.RawMessage, error) {
+		<-gate
+		var m map[string]int
+		m["boom"]++
+		return nil, nil
+	}
+	r := read("test://boom", "")
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() { _, err := c.Get(context.Background(), r, boom); errs <- err }()
+	}
+	awaitWaiters(t, c, 3)
+	close(gate)
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err == nil || !strings.Contains(err.Error(), "panic") {
+			t.Errorf("waiter %d: %v", i, err)
+		}
+	}
+	up := &upstream{ttlMs: 60_000, scope: "public"}
+	if text, _, _ := get(t, c, r, up.fill(r)); !strings.Contains(text, "call 1") {
+		t.Errorf("after the panic: %q", text)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/panics"
 )
 
 // Refresh ahead: a hot key never misses. A memory hit in the last tenth of
@@ -64,6 +65,13 @@ func (c *Cache) maybeRefresh(ctx context.Context, l *lookup, fill Fill, now time
 	go func() {
 		defer c.refreshes.Done()
 		defer cancel()
+		var err error
+		defer func() {
+			if err != nil {
+				c.log.Error("panic refreshing a cache entry", "upstream", own.r.Upstream, "err", err, "stack", string(err.(*panics.Error).Stack))
+			}
+		}()
+		defer panics.Recover(&err)
 		c.refreshNow(ctx, &own, fill)
 	}()
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/panics"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -174,6 +175,7 @@ func (m *Merger) fetchAll(ctx context.Context, f Fetcher, upstreams []string, pe
 			// One child span per upstream of the fan-out.
 			ctx, span := tracer.Start(ctx, "merge.page", trace.WithAttributes(attribute.String("manifold.upstream", name)))
 			defer span.End()
+			defer panics.Recover(&pages[i].err) // a page is fetched on a goroutine of its own
 			pages[i] = fetchPage(ctx, f, name, req, listField, cur)
 			if pages[i].err != nil {
 				span.SetStatus(codes.Error, pages[i].err.Error())

@@ -16,6 +16,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/panics"
 )
 
 // The bridge between a modern caller and a legacy upstream. A legacy server
@@ -124,8 +125,10 @@ func (hs *holds) start(ctx context.Context, req *mcp.Request, call func(context.
 		}
 	}
 	go func() {
-		res, err := call(hctx, ask)
-		h.done <- answered{res, err}
+		var a answered
+		defer func() { h.done <- a }()
+		defer panics.Recover(&a.err) // a held call runs away from its caller's goroutine
+		a.res, a.err = call(hctx, ask)
 	}()
 	return hs.wait(ctx, h)
 }

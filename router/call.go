@@ -153,7 +153,10 @@ func (r *Router) uriOwner(set *upstream.Set, uri string) (*upstream.Upstream, st
 		}
 		return set.Get(up), inner
 	}
-	return set.Get(r.routesOf(set).candidates(set.Names(), uri)[0]), uri
+	if c := r.routesOf(set).candidates(set.Names(), uri); len(c) > 0 {
+		return set.Get(c[0]), uri
+	}
+	return nil, ""
 }
 
 // paramHeaders checks the caller's Mcp-Param-* headers against the

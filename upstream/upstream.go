@@ -37,6 +37,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/panics"
 )
 
 // Response is a server's answer: a result or a JSON-RPC error. A Response
@@ -688,6 +689,13 @@ func (u *Upstream) question(ctx context.Context, msg *jsonrpc.Message, ask mcp.A
 	go func() { reply(answerOf(ctx, msg, ask), header) }()
 }
 
+// askContained is ask, a panic in it (on the goroutine of the question, not
+// of any request) being its error.
+func askContained(ctx context.Context, q *jsonrpc.Message, ask mcp.Ask) (res json.RawMessage, err error) {
+	defer panics.Recover(&err)
+	return ask(ctx, q)
+}
+
 func refusal(msg *jsonrpc.Message, why string) *jsonrpc.Message {
 	return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Error: jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "%s: %s", msg.Method, why)}
 }
@@ -695,7 +703,7 @@ func refusal(msg *jsonrpc.Message, why string) *jsonrpc.Message {
 // answerOf puts the server's question to the caller and makes the answer
 // the server's response.
 func answerOf(ctx context.Context, q *jsonrpc.Message, ask mcp.Ask) *jsonrpc.Message {
-	res, err := ask(ctx, q)
+	res, err := askContained(ctx, q, ask)
 	if err != nil {
 		var rpcErr *jsonrpc.Error
 		if !errors.As(err, &rpcErr) {

@@ -54,18 +54,18 @@ func (r *Reader) Next() (*Event, error) {
 			}
 			return nil, err
 		}
-		size += len(line)
 		if len(line) == 0 {
 			if hasData {
 				ev.Data = data
 				return &ev, nil
 			}
-			ev = Event{}
+			ev, size = Event{}, 0
 			continue
 		}
 		if line[0] == ':' {
-			continue
+			continue // a keep-alive is no part of the event: it counts only against itself
 		}
+		size += len(line)
 		field, value, _ := strings.Cut(line, ":")
 		value = strings.TrimPrefix(value, " ")
 		switch field {

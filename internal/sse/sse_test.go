@@ -32,6 +32,22 @@ func TestReader(t *testing.T) {
 	}
 }
 
+// Keep-alives are not part of any event: a quiet stream may send them for
+// ever, and the event after them is measured alone. A comment line is
+// still bounded by itself.
+func TestKeepAlivesDoNotCount(t *testing.T) {
+	in := strings.Repeat(": keep-alive\n\n", 1000) + strings.Repeat(": keep-alive\n", 1000) + "data: " + strings.Repeat("x", 900) + "\n\n"
+	r := NewReader(strings.NewReader(in), 1024)
+	ev, err := r.Next()
+	if err != nil || len(ev.Data) != 900 {
+		t.Fatalf("event after 2000 keep-alives: %v", err)
+	}
+	long := NewReader(strings.NewReader(": "+strings.Repeat("x", 5000)+"\n\ndata: y\n\n"), 1024)
+	if _, err := long.Next(); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversized comment: %v", err)
+	}
+}
+
 func TestWriterRoundTrip(t *testing.T) {
 	rec := httptest.NewRecorder()
 	w := NewWriter(rec)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/panics"
 	"github.com/manifold-mcp/manifold/router"
 	"github.com/manifold-mcp/manifold/router/hub"
 )
@@ -152,7 +153,7 @@ func (d *Dispatcher) handle(ctx context.Context, req *mcp.Request, w Writer) (js
 	_, n.progress = req.Meta[mcp.MetaProgressToken]
 	n.logLevel = req.Meta.String(mcp.MetaLogLevel)
 	req.Notify = n.notify
-	res, err := d.o.Handler.Handle(ctx, req)
+	res, err := d.run(ctx, req)
 	n.finish()
 	if err != nil {
 		return nil, d.answerable(req.Method, err)
@@ -160,15 +161,28 @@ func (d *Dispatcher) handle(ctx context.Context, req *mcp.Request, w Writer) (js
 	return res, nil
 }
 
+// run is the handler's answer, a panic in it (on this goroutine: every
+// frontend's, stdio's too) being an error like any other.
+func (d *Dispatcher) run(ctx context.Context, req *mcp.Request) (res json.RawMessage, err error) {
+	defer panics.Recover(&err)
+	return d.o.Handler.Handle(ctx, req)
+}
+
 // answerable turns a handler's error into what the caller may see: a
 // *jsonrpc.Error as it is, anything else (a bug) as an internal error, with
-// the details in the log.
+// the details in the log: a panic's, wherever it was contained, with its
+// stack.
 func (d *Dispatcher) answerable(method string, err error) *jsonrpc.Error {
 	var rpcErr *jsonrpc.Error
-	if errors.As(err, &rpcErr) {
+	var p *panics.Error
+	switch {
+	case errors.As(err, &rpcErr):
 		return rpcErr
+	case errors.As(err, &p):
+		d.o.Logger.Error("panic serving request", "method", method, "panic", p.Value, "stack", string(p.Stack))
+	default:
+		d.o.Logger.Error("handler failed", "method", method, "err", err)
 	}
-	d.o.Logger.Error("handler failed", "method", method, "err", err)
 	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error")
 }
 

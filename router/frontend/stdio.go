@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -103,7 +104,7 @@ func (s *Stdio) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	for ctx.Err() == nil {
 		line, err := readLine(br, s.limit)
 		if len(bytes.TrimSpace(line)) > 0 {
-			s.message(ctx, line)
+			s.contained(ctx, line)
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -130,6 +131,22 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 			continue
 		}
 		return line, err
+	}
+}
+
+// contained is message, a panic in it answered with an internal error and
+// logged, as the HTTP frontend's Recover link does: the stream goes on.
+func (s *Stdio) contained(ctx context.Context, line []byte) {
+	defer s.recovered(nil)
+	s.message(ctx, line)
+}
+
+// recovered, deferred, answers a panic of the request id (nil: of no
+// request known yet) with an internal error, and logs it with its stack.
+func (s *Stdio) recovered(id json.RawMessage) {
+	if p := recover(); p != nil {
+		s.log.Error("panic serving request", "panic", p, "stack", string(debug.Stack()))
+		s.write(jsonrpc.AppendError(nil, id, jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error")))
 	}
 }
 
@@ -160,6 +177,7 @@ func (s *Stdio) message(ctx context.Context, line []byte) {
 		go func() {
 			defer s.requests.Done()
 			defer s.done(msg.ID, cancel)
+			defer s.recovered(msg.ID)
 			s.request(rctx, msg)
 		}()
 	case msg.Method == mcp.NotifyCancelled:
