@@ -22,7 +22,8 @@ import (
 )
 
 // Legacy serves the callers of the session-based revisions (2025-11-25,
-// 2025-06-18, 2025-03-26), whatever carries them. A legacy request is
+// 2025-06-18, 2025-03-26, and 2024-11-05 on its HTTP+SSE transport),
+// whatever carries them. A legacy request is
 // translated into the modern request the router serves: the session's
 // negotiated capabilities, client info and log level become its `_meta`.
 // The answer is translated back into the caller's revision: no member that
@@ -42,9 +43,9 @@ type Legacy struct {
 	inflight map[string]context.CancelFunc // by session id and request id
 }
 
-// Negotiable are the revisions a legacy caller may speak, newest first:
-// those of Streamable HTTP. (2024-11-05, which upstreams may speak, came
-// with the HTTP+SSE transport, which callers of Manifold do not use.)
+// Negotiable are the revisions a legacy caller of Streamable HTTP (and
+// stdio) may speak, newest first. 2024-11-05 came with the HTTP+SSE
+// transport, and is negotiated on it only (sseNegotiable).
 var Negotiable = []string{mcp.Version20251125, mcp.Version20250618, mcp.Version20250326}
 
 // maxRounds bounds the input_required rounds of one legacy request.
