@@ -91,13 +91,13 @@ func (f *SSE) stream(w http.ResponseWriter, r *http.Request) {
 	if stream.Named("endpoint", []byte(SSEMessagesPath+"?sessionId="+s.ID)) != nil {
 		return
 	}
-	f.pump(ctx, s.ID, stream, out)
+	f.pump(ctx, s.ID, stream, http.NewResponseController(w), out)
 }
 
 // pump writes what is queued for the stream of session id, and the
 // session's notifications, until the client leaves, falls behind, or the
 // session ends.
-func (f *SSE) pump(ctx context.Context, id string, stream *sse.Writer, out *outbound) {
+func (f *SSE) pump(ctx context.Context, id string, stream *sse.Writer, rc *http.ResponseController, out *outbound) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	notified := make(chan error, 1)
@@ -106,10 +106,21 @@ func (f *SSE) pump(ctx context.Context, id string, stream *sse.Writer, out *outb
 		// its stream is open.
 		notified <- f.legacy.Notifications(ctx, id, out.put, func() error { return out.put(nil) })
 	}()
+	go func() {
+		select {
+		case <-out.overflow:
+			// A write blocked on the client fails now, not at its deadline.
+			_ = rc.SetWriteDeadline(time.Now())
+		case <-ctx.Done():
+		}
+	}()
 	for {
 		select {
 		case <-out.ready:
 			for _, m := range out.takeAll() {
+				if out.overflowed() {
+					break
+				}
 				err := stream.Comment("keep-alive")
 				if m != nil {
 					err = stream.Event(m)

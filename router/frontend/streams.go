@@ -93,6 +93,12 @@ func (o *outbound) put(msg []byte) error {
 	return nil
 }
 
+func (o *outbound) overflowed() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.over
+}
+
 func (o *outbound) takeAll() [][]byte {
 	o.mu.Lock()
 	defer o.mu.Unlock()
