@@ -505,3 +505,49 @@ func TestSSEDownstreamTypeScriptClient(t *testing.T) {
 		t.Errorf("resources: %s", steps["resources"])
 	}
 }
+
+// A request runs on the replica that took its POST: the caller's
+// cancellation sent to another replica reaches it, and so does the end of
+// the session when its stream, held by the other replica, closes. The
+// upstream is mcp-go's, which cancels a tool when its call's stream closes
+// (see TestToolCancellationReachesUpstream).
+func TestSSEDownstreamCancelAcrossReplicas(t *testing.T) {
+	rs := redistest.Start(t)
+	up := serveHTTP(t, mcpgoToolServer("mod", true))
+	shared := fmt.Sprintf("cache: {secret: session-secret-0123456789, redis: {url: %q}}\nupstreams:", rs.URL()) + httpUpstreamYAML("mod", up.URL)
+	a, b := startProxy(t, shared), startProxy(t, shared)
+	c := openSSE(t, origin(a), nil)
+	c.postTo(t, origin(b), nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw-sse","version":"1"}}}`)
+	c.message(t)
+	waitOn := func(id int) int {
+		t.Helper()
+		started, cancelled := events.get(events.started, "mod"), events.get(events.cancelled, "mod")
+		if r := c.postTo(t, origin(b), nil, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"mod_wait","arguments":{}}}`, id)); r.Status != http.StatusAccepted {
+			t.Fatalf("tools/call: HTTP %d %s", r.Status, r.Body)
+		}
+		eventually(t, 10*time.Second, func() error {
+			if events.get(events.started, "mod") == started {
+				return errors.New("the upstream has not started the call yet")
+			}
+			return nil
+		})
+		return cancelled
+	}
+	cancelled := func(before int, what string) {
+		t.Helper()
+		eventually(t, 10*time.Second, func() error {
+			if events.get(events.cancelled, "mod") == before {
+				return fmt.Errorf("%s: the upstream call is not cancelled", what)
+			}
+			return nil
+		})
+	}
+	before := waitOn(2)
+	if r := c.postTo(t, origin(a), nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`); r.Status != http.StatusAccepted {
+		t.Fatalf("cancel: HTTP %d %s", r.Status, r.Body)
+	}
+	cancelled(before, "notifications/cancelled on the other replica")
+	before = waitOn(3)
+	c.close()
+	cancelled(before, "the stream closed")
+}
