@@ -551,3 +551,59 @@ func TestSSEDownstreamCancelAcrossReplicas(t *testing.T) {
 	c.close()
 	cancelled(before, "the stream closed")
 }
+
+// Questions for the caller flow on the stream too: a modern upstream's
+// input_required (the go-sdk's everything-server, stateless) is put to the
+// go-sdk SSE client as sampling and elicitation requests, round after
+// round, and its answers, POSTed to either replica behind the load
+// balancer, reach the replica that asked.
+func TestSSEDownstreamQuestionsAcrossReplicas(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(everythingBin, "-http", addr, "-stateless=true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	eventually(t, 10*time.Second, func() error {
+		resp, err := http.Get("http://" + addr + "/mcp")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	})
+	rs := redistest.Start(t)
+	shared := fmt.Sprintf("namespace: none\ncache: {secret: session-secret-0123456789, redis: {url: %q}}\nupstreams:", rs.URL()) + httpUpstreamYAML("everything", "http://"+addr+"/mcp")
+	lb := roundRobin(t, startProxy(t, shared), startProxy(t, shared))
+	var sampled, elicited atomic.Int32
+	c := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-sse", Version: "1"}, &mcp.ClientOptions{
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			sampled.Add(1)
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "test-model", Content: &mcp.TextContent{Text: "sampled text"}}, nil
+		},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			elicited.Add(1)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada", "color": "green"}}, nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.SSEClientTransport{Endpoint: lb + "/sse"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for tool, want := range map[string]string{
+		"test_input_required_result_elicitation": "Ada",
+		"test_input_required_result_sampling":    "sampled text",
+		"test_input_required_result_multi_round": "Ada likes green",
+	} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool})
+		if err != nil || res.IsError || len(res.Content) == 0 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, want) {
+			t.Errorf("%s: %v %+v", tool, err, res)
+		}
+	}
+	if sampled.Load() == 0 || elicited.Load() < 3 {
+		t.Errorf("handlers called: sampling %d, elicitation %d", sampled.Load(), elicited.Load())
+	}
+}
