@@ -81,6 +81,16 @@ func TestSessionSharePerPrincipal(t *testing.T) {
 	wantOpened(t, initializeAs(t, p.URL, alice), "alice after ending one")
 }
 
+// Without authentication there is no principal: however many sessions
+// one address opens, only sessions.max refuses one.
+func TestSessionNoShareWithoutAuth(t *testing.T) {
+	_, _, p := hintedProxy(t, "sessions: {max: 4, max_per_principal: 1}\n")
+	for i := 1; i <= 4; i++ {
+		wantOpened(t, initializeAs(t, p.URL, ""), fmt.Sprintf("session %d", i))
+	}
+	wantFull(t, initializeAs(t, p.URL, ""), "session 5")
+}
+
 // The same with sessions in Redis shared by two replicas: the share and
 // sessions.max hold across them, whichever replica a caller reaches, and
 // sessions that expire give their places back.

@@ -120,9 +120,10 @@ type Sessions struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// Max bounds the open sessions (of this process, or in Redis).
 	Max int `yaml:"max"`
-	// MaxPerPrincipal bounds the open sessions of one principal (of one
-	// client address without authentication), so that one caller cannot
-	// take them all. The default is a tenth of Max, at most 100.
+	// MaxPerPrincipal bounds the open sessions of one principal, so that
+	// one caller cannot take them all (without authentication there is no
+	// principal, and Max alone applies). The default is a tenth of Max, at
+	// most 100.
 	MaxPerPrincipal int `yaml:"max_per_principal"`
 }
 

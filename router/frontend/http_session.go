@@ -33,7 +33,7 @@ func isModern(msg *jsonrpc.Message) bool {
 }
 
 func (h *HTTP) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
-	s, res, rpcErr, status := h.legacy.initialize(withClientAddr(r.Context(), r), msg)
+	s, res, rpcErr, status := h.legacy.initialize(r.Context(), msg)
 	if rpcErr != nil {
 		writeError(w, msg.ID, rpcErr, status)
 		return

@@ -192,25 +192,11 @@ func ownerOf(ctx context.Context) string {
 }
 
 // shareOf names whose share of the sessions the caller's count against:
-// its principal, or without authentication its address (as the rate limit
-// keys it), "" where there is neither (stdio: one caller).
-func shareOf(ctx context.Context) string {
-	if owner := ownerOf(ctx); owner != "" {
-		return owner
-	}
-	if addr, ok := ctx.Value(clientAddrKey{}).(string); ok && addr != "" {
-		return digest("addr:" + addr)
-	}
-	return ""
-}
-
-type clientAddrKey struct{}
-
-// withClientAddr notes the caller's address in its context: the share of
-// sessions of a caller without a principal.
-func withClientAddr(ctx context.Context, r *http.Request) context.Context {
-	return context.WithValue(ctx, clientAddrKey{}, remoteHost(r))
-}
+// its principal's. Without authentication there is none, and only the
+// bound of all applies: an address is no principal (every caller behind
+// one proxy, every host on loopback, has the same), and a share keyed by it
+// would cap them all together.
+func shareOf(ctx context.Context) string { return ownerOf(ctx) }
 
 func digest(s string) string {
 	sum := sha256.Sum256([]byte(s))

@@ -77,7 +77,7 @@ func (f *SSE) stream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Accept must include text/event-stream"), http.StatusNotAcceptable)
 		return
 	}
-	ctx := withClientAddr(r.Context(), r)
+	ctx := r.Context()
 	s := f.legacy.newSession(ctx)
 	if rpcErr, status := f.legacy.open(ctx, s); rpcErr != nil {
 		writeError(w, nil, rpcErr, status)

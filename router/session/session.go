@@ -15,8 +15,8 @@
 // 2024-11-05 HTTP+SSE transport, whose POSTs any replica may take).
 //
 // A store bounds the sessions open at once (Limits.Max) and those of one
-// share (Limits.PerShare): the principal that opened them, or its address
-// without authentication, so that one caller cannot take every session. The
+// share (Limits.PerShare): the principal that opened them, so that one
+// caller cannot take every session. The
 // Redis store counts them in sorted sets scored by expiry, one for all and
 // one per share, kept in step with each session's own expiry by the scripts
 // that create, refresh and delete it; an expired session counts no more on
@@ -50,9 +50,8 @@ type Session struct {
 	// authentication.
 	Owner string `json:"own,omitempty"`
 	// Share names whose share of the sessions this one counts against
-	// (Limits.PerShare): a digest of the principal, or of the caller's
-	// address without authentication; "" counts against none. It never
-	// changes.
+	// (Limits.PerShare): a digest of the principal; "" (no authentication)
+	// counts against none. It never changes.
 	Share string `json:"share,omitempty"`
 }
 
