@@ -125,6 +125,11 @@ type Sessions struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// Max bounds the open sessions (of this process, or in Redis).
 	Max int `yaml:"max"`
+	// MaxPerPrincipal bounds the open sessions of one principal, so that
+	// one caller cannot take them all (without authentication there is no
+	// principal, and Max alone applies). The default is a tenth of Max, at
+	// most 100.
+	MaxPerPrincipal int `yaml:"max_per_principal"`
 }
 
 // Auth makes Manifold authenticate its callers itself. With neither

@@ -68,6 +68,7 @@ func TestParseProblemsNamePaths(t *testing.T) {
 		{"auth: {jwt: {issuer: https://i, audiences: [a]}}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.jwt: needs exactly one of jwks_url and jwks_file"},
 		{"auth: {jwt: {audiences: [a]}}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.jwt.issuer: is required"},
 		{"auth: {bearer_tokens: [static-token-0123456789]}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.authorization_servers: must name at least one authorization server"},
+		{"sessions: {max: 10, max_per_principal: 11}\nupstreams: [{name: a, url: http://x/mcp}]", "sessions.max_per_principal: must be at least 1 and at most sessions.max (10)"},
 		{"", "the file is empty"},
 		{"listen: [", "not valid YAML"},
 	} {

@@ -91,6 +91,10 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Subscriptions.MaxURIsPerUpstream, 10_000)
 	setDefault(&c.Sessions.IdleTimeout, 30*time.Minute)
 	setDefault(&c.Sessions.Max, 10_000)
+	// A host opens one session per connection: a hundred is more than one
+	// user's hosts need, and a tenth of the whole leaves room for at least
+	// ten callers whatever max is.
+	setDefault(&c.Sessions.MaxPerPrincipal, min(100, max(1, c.Sessions.Max/10)))
 	setDefault(&c.Auth.JWT.Leeway, 30*time.Second)
 	setDefault(&c.Audit.Format, "json")
 	for _, l := range []*RateLimit{&c.Limits.PerPrincipal, &c.Limits.PerUpstream} {
@@ -175,6 +179,9 @@ func (c *Config) validate() []Problem {
 	}
 	if c.Sessions.Max < 1 {
 		ps.add("sessions.max", "must be at least 1")
+	}
+	if n := c.Sessions.MaxPerPrincipal; n < 1 || n > c.Sessions.Max {
+		ps.add("sessions.max_per_principal", "must be at least 1 and at most sessions.max (%d)", c.Sessions.Max)
 	}
 	c.Auth.validate(&ps)
 	c.validateTLS(&ps)

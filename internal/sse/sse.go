@@ -151,6 +151,22 @@ func (s *Writer) Event(data []byte) error {
 	return s.flush()
 }
 
+// Named writes one event of type name with data on one line (the
+// `endpoint` event of the 2024-11-05 HTTP+SSE transport): data must not
+// hold a line break.
+func (s *Writer) Named(name string, data []byte) error {
+	if strings.ContainsAny(name+string(data), "\r\n") {
+		return errors.New("sse write: a line break in a one-line event")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deadline()
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, data); err != nil {
+		return fmt.Errorf("sse write: %w", err)
+	}
+	return s.flush()
+}
+
 var lineBreaks = strings.NewReplacer("\r\n", "\ndata: ", "\r", "\ndata: ", "\n", "\ndata: ")
 
 // Comment writes a comment line, used as a keep-alive.

@@ -8,9 +8,11 @@
 // answer, and the framing of a subscription as a stream of messages. A
 // frontend supplies what its wire alone knows: how a message arrives, an
 // mcp.Mirror of request fields (the HTTP headers), and a Writer that carries
-// notifications and the answer back. The Streamable HTTP endpoint (HTTP) is
-// one such frontend; cross-cutting HTTP concerns (Host and Origin checks,
-// authentication, body limits) are links of a chain around it (chain.go).
+// notifications and the answer back. The Streamable HTTP endpoint (HTTP),
+// the 2024-11-05 HTTP+SSE transport (SSE) and stdio (Stdio) are such
+// frontends; the legacy sessions they carry are Legacy's, whatever the wire.
+// Cross-cutting HTTP concerns (Host and Origin checks, authentication, body
+// limits) are links of a chain around the HTTP ones (chain.go).
 package frontend
 
 import (

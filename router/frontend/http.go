@@ -40,7 +40,11 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "method %s not allowed: this endpoint accepts POST (and GET and DELETE with an Mcp-Session-Id)", r.Method), http.StatusMethodNotAllowed)
+		how := "this endpoint accepts POST only"
+		if h.legacy != nil {
+			how = transports
+		}
+		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "method %s not allowed without an Mcp-Session-Id: %s", r.Method, how), http.StatusMethodNotAllowed)
 		return
 	}
 	wantSSE, ok := checkPost(w, r)

@@ -33,13 +33,9 @@ func isModern(msg *jsonrpc.Message) bool {
 }
 
 func (h *HTTP) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
-	s, res, rpcErr := h.legacy.Initialize(r.Context(), msg)
+	s, res, rpcErr, status := h.legacy.initialize(r.Context(), msg)
 	if rpcErr != nil {
-		code := http.StatusBadRequest
-		if rpcErr.Code == jsonrpc.CodeInternalError {
-			code = http.StatusServiceUnavailable
-		}
-		writeError(w, msg.ID, rpcErr, code)
+		writeError(w, msg.ID, rpcErr, status)
 		return
 	}
 	w.Header().Set(mcp.HeaderSessionID, s.ID)

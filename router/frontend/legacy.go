@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -21,7 +22,8 @@ import (
 )
 
 // Legacy serves the callers of the session-based revisions (2025-11-25,
-// 2025-06-18, 2025-03-26), whatever carries them. A legacy request is
+// 2025-06-18, 2025-03-26, and 2024-11-05 on its HTTP+SSE transport),
+// whatever carries them. A legacy request is
 // translated into the modern request the router serves: the session's
 // negotiated capabilities, client info and log level become its `_meta`.
 // The answer is translated back into the caller's revision: no member that
@@ -32,17 +34,18 @@ import (
 // (ping, logging/setLevel, resources/subscribe) are answered here, and a
 // session's subscriptions are delivered by Notifications.
 type Legacy struct {
-	d     *Dispatcher
-	store session.Store
-	asks  askBook
+	d       *Dispatcher
+	store   session.Store
+	asks    askBook
+	streams streamBook
 
 	mu       sync.Mutex
 	inflight map[string]context.CancelFunc // by session id and request id
 }
 
-// Negotiable are the revisions a legacy caller may speak, newest first:
-// those of Streamable HTTP. (2024-11-05, which upstreams may speak, came
-// with the HTTP+SSE transport, which callers of Manifold do not use.)
+// Negotiable are the revisions a legacy caller of Streamable HTTP (and
+// stdio) may speak, newest first. 2024-11-05 came with the HTTP+SSE
+// transport, and is negotiated on it only (sseNegotiable).
 var Negotiable = []string{mcp.Version20251125, mcp.Version20250618, mcp.Version20250326}
 
 // maxRounds bounds the input_required rounds of one legacy request.
@@ -54,33 +57,117 @@ const askTimeout = 5 * time.Minute
 // NewLegacy returns the legacy front of d, keeping sessions in store.
 func NewLegacy(d *Dispatcher, store session.Store) *Legacy {
 	l := &Legacy{d: d, store: store, inflight: map[string]context.CancelFunc{}}
-	store.Receive(func(id string, msg *jsonrpc.Message) { l.asks.answer(id, msg) })
+	store.Receive(l.receive)
 	return l
+}
+
+// receive takes what another replica (or this one) sent to session id:
+// what the caller sent for an exchange served here, or what the caller is
+// to get on a stream held here. Anything else is another replica's.
+func (l *Legacy) receive(id string, dir session.Direction, raw []byte) {
+	switch dir {
+	case session.ToCaller:
+		l.streams.deliver(id, raw)
+	case session.FromCaller:
+		msg, rpcErr := jsonrpc.Decode(raw)
+		if rpcErr != nil {
+			return
+		}
+		if msg.IsResponse() {
+			l.asks.answer(id, msg)
+		} else {
+			l.cancelHere(id, msg)
+		}
+	}
 }
 
 // Initialize opens a session for an initialize request and returns it with
 // the result to answer.
 func (l *Legacy) Initialize(ctx context.Context, msg *jsonrpc.Message) (*session.Session, json.RawMessage, *jsonrpc.Error) {
+	s, res, rpcErr, _ := l.initialize(ctx, msg)
+	return s, res, rpcErr
+}
+
+// initialize is Initialize, with the HTTP status of a refusal.
+func (l *Legacy) initialize(ctx context.Context, msg *jsonrpc.Message) (*session.Session, json.RawMessage, *jsonrpc.Error, int) {
+	h, rpcErr := parseHello(msg, Negotiable, Negotiable[0])
+	if rpcErr != nil {
+		return nil, nil, rpcErr, http.StatusBadRequest
+	}
+	s := l.newSession(ctx)
+	h.into(s)
+	if rpcErr, status := l.open(ctx, s); rpcErr != nil {
+		return nil, nil, rpcErr, status
+	}
+	return s, l.helloResult(ctx, s.Version), nil, 0
+}
+
+// hello is what a legacy initialize says.
+type hello struct {
+	version      string
+	capabilities json.RawMessage
+	info         json.RawMessage
+}
+
+// parseHello reads an initialize request. The version is the caller's if
+// it is one of negotiable, else fallback (the caller decides whether it can
+// speak it). What the session keeps of the client is bounded.
+func parseHello(msg *jsonrpc.Message, negotiable []string, fallback string) (hello, *jsonrpc.Error) {
 	var p struct {
 		ProtocolVersion string          `json:"protocolVersion"`
 		Capabilities    json.RawMessage `json:"capabilities"`
 		ClientInfo      json.RawMessage `json:"clientInfo"`
 	}
 	if err := json.Unmarshal(msg.Params, &p); err != nil || p.ProtocolVersion == "" {
-		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "initialize needs params.protocolVersion")
+		return hello{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "initialize needs params.protocolVersion")
 	}
-	version := p.ProtocolVersion
-	if !slices.Contains(Negotiable, version) {
-		version = Negotiable[0] // the newest we speak; the caller decides whether it can
+	for name, v := range map[string]json.RawMessage{"capabilities": p.Capabilities, "clientInfo": p.ClientInfo} {
+		if len(v) > session.MaxClientBytes {
+			return hello{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.%s is %d bytes, more than the %d a session keeps", name, len(v), session.MaxClientBytes)
+		}
 	}
-	s := &session.Session{ID: session.NewID(), Version: version, ClientCapabilities: p.Capabilities, ClientInfo: p.ClientInfo, Owner: ownerOf(ctx)}
-	if err := l.store.Create(ctx, s); err != nil {
-		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "cannot open a session: %v", err)
+	h := hello{version: p.ProtocolVersion, capabilities: p.Capabilities, info: p.ClientInfo}
+	if !slices.Contains(negotiable, h.version) {
+		h.version = fallback
 	}
+	return h, nil
+}
+
+func (h hello) into(s *session.Session) {
+	s.Version, s.ClientCapabilities, s.ClientInfo = h.version, h.capabilities, h.info
+}
+
+// newSession is a session of the caller of ctx, not yet initialized.
+func (l *Legacy) newSession(ctx context.Context) *session.Session {
+	return &session.Session{ID: session.NewID(), Owner: ownerOf(ctx), Share: shareOf(ctx)}
+}
+
+// open stores a new session, or says why not and with which HTTP status:
+// 429 past the caller's share (its own doing: it may end one of its
+// sessions), 503 past the bound of all (try later), distinctly.
+func (l *Legacy) open(ctx context.Context, s *session.Session) (*jsonrpc.Error, int) {
+	err := l.store.Create(ctx, s)
+	var full *session.FullError
+	switch {
+	case err == nil:
+		return nil, 0
+	case errors.As(err, &full) && full.Share:
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "this principal has %d sessions open, its share (sessions.max_per_principal): end one (DELETE) or let one expire", full.Limit).
+			WithData(map[string]any{"bound": "sessions.max_per_principal", "limit": full.Limit}), http.StatusTooManyRequests
+	case errors.As(err, &full):
+		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "too many open sessions on this server (sessions.max: %d): try again later", full.Limit).
+			WithData(map[string]any{"bound": "sessions.max", "limit": full.Limit}), http.StatusServiceUnavailable
+	}
+	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "cannot open a session: %v", err), http.StatusServiceUnavailable
+}
+
+// helloResult is the result of an initialize that opened a session of
+// version.
+func (l *Legacy) helloResult(ctx context.Context, version string) json.RawMessage {
 	caps := l.d.o.Capabilities(ctx)
 	caps.Logging = &struct{}{}
 	res, _ := json.Marshal(map[string]any{"protocolVersion": version, "capabilities": caps, "serverInfo": mcp.ServerInfo})
-	return s, res, nil
+	return res
 }
 
 // Session returns the session id names, or session.ErrUnknown: also when
@@ -101,7 +188,18 @@ func ownerOf(ctx context.Context) string {
 	if p == nil {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(p.ID))
+	return digest(p.ID)
+}
+
+// shareOf names whose share of the sessions the caller's count against:
+// its principal's. Without authentication there is none, and only the
+// bound of all applies: an address is no principal (every caller behind
+// one proxy, every host on loopback, has the same), and a share keyed by it
+// would cap them all together.
+func shareOf(ctx context.Context) string { return ownerOf(ctx) }
+
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:16])
 }
 
@@ -111,25 +209,51 @@ func (l *Legacy) End(ctx context.Context, id string) error { return l.store.Dele
 // Message takes a message of session s that is not a request: the caller's
 // answer to a question, or a notification.
 func (l *Legacy) Message(ctx context.Context, s *session.Session, msg *jsonrpc.Message) {
+	var here bool
 	switch {
 	case msg.IsResponse():
-		if !l.asks.answer(s.ID, msg) {
-			// Held by another replica, perhaps.
-			_ = l.store.Send(ctx, s.ID, msg)
-		}
+		here = l.asks.answer(s.ID, msg)
 	case msg.Method == mcp.NotifyCancelled:
-		var p struct {
-			RequestID json.RawMessage `json:"requestId"`
-		}
-		if json.Unmarshal(msg.Params, &p) == nil {
-			l.mu.Lock()
-			cancel := l.inflight[s.ID+"\x00"+string(p.RequestID)]
-			l.mu.Unlock()
-			if cancel != nil {
-				cancel()
-			}
+		here = l.cancelHere(s.ID, msg)
+	default:
+		return
+	}
+	if !here {
+		// Served by another replica, perhaps.
+		if raw, err := json.Marshal(msg); err == nil {
+			_ = l.store.Send(ctx, s.ID, session.FromCaller, raw)
 		}
 	}
+}
+
+// cancelHere cancels the request of session id that notifications/cancelled
+// msg names, if it is served here.
+func (l *Legacy) cancelHere(id string, msg *jsonrpc.Message) bool {
+	if msg.Method != mcp.NotifyCancelled {
+		return false
+	}
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(msg.Params, &p) != nil {
+		return false
+	}
+	l.mu.Lock()
+	cancel := l.inflight[id+"\x00"+string(p.RequestID)]
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	return cancel != nil
+}
+
+// toCaller sends msg to the caller of session id on its stream, here or on
+// the replica that holds it.
+func (l *Legacy) toCaller(ctx context.Context, id string, msg []byte) error {
+	if held, err := l.streams.take(id, msg); held {
+		return err
+	}
+	return l.store.Send(ctx, id, session.ToCaller, msg)
 }
 
 // Serve answers request msg of session s over w. header is the request's
@@ -391,24 +515,33 @@ func (l *Legacy) Notifications(ctx context.Context, id string, send func([]byte)
 		if err != nil {
 			return err
 		}
-		sub, err := l.d.o.Hub.Subscribe(ctx, legacyFilter(s))
-		if err != nil {
-			return err
+		var sub *hub.Subscription
+		if s.Version != "" { // nothing is told before initialize
+			if sub, err = l.d.o.Hub.Subscribe(ctx, legacyFilter(s)); err != nil {
+				return err
+			}
 		}
 		again, err := l.deliver(ctx, id, sub, events, tick.C, send, keepAlive)
-		sub.Close()
+		if sub != nil {
+			sub.Close()
+		}
 		if !again {
 			return err
 		}
 	}
 }
 
-// deliver writes one hub subscription's events until the session changes
-// (again: subscribe anew) or the stream ends.
+// deliver writes one hub subscription's events (none while sub is nil)
+// until the session changes (again: subscribe anew) or the stream ends.
 func (l *Legacy) deliver(ctx context.Context, id string, sub *hub.Subscription, events <-chan session.Event, tick <-chan time.Time, send func([]byte) error, keepAlive func() error) (again bool, err error) {
+	var hubEvents <-chan hub.Event
+	var hubEnded <-chan struct{}
+	if sub != nil {
+		hubEvents, hubEnded = sub.Events(), sub.Ended()
+	}
 	for {
 		select {
-		case ev := <-sub.Events():
+		case ev := <-hubEvents:
 			if err := send(legacyEvent(ev)); err != nil {
 				return false, err
 			}
@@ -424,7 +557,7 @@ func (l *Legacy) deliver(ctx context.Context, id string, sub *hub.Subscription, 
 			if err := keepAlive(); err != nil {
 				return false, err
 			}
-		case <-sub.Ended():
+		case <-hubEnded:
 			return false, sub.Err()
 		case <-ctx.Done():
 			return false, nil

@@ -4,19 +4,18 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 )
 
 // Memory is a Store in process: sessions die with it.
 type Memory struct {
-	idle time.Duration
-	max  int
-	now  func() time.Time
+	idle   time.Duration
+	limits Limits
+	now    func() time.Time
 
 	mu       sync.Mutex
 	sessions map[string]*entry
-	receive  func(string, *jsonrpc.Message)
+	shares   map[string]int // open sessions by share
+	receive  func(string, Direction, []byte)
 	watchers watchers
 	stop     chan struct{}
 	done     chan struct{}
@@ -30,7 +29,14 @@ type entry struct {
 // NewMemory returns a store whose sessions expire after idle without use,
 // holding at most max of them.
 func NewMemory(idle time.Duration, max int) *Memory {
-	m := &Memory{idle: idle, max: max, now: time.Now, sessions: map[string]*entry{}, stop: make(chan struct{}), done: make(chan struct{})}
+	return NewMemoryLimited(idle, Limits{Max: max})
+}
+
+// NewMemoryLimited returns a store whose sessions expire after idle
+// without use, within limits.
+func NewMemoryLimited(idle time.Duration, limits Limits) *Memory {
+	m := &Memory{idle: idle, limits: limits, now: time.Now, sessions: map[string]*entry{}, shares: map[string]int{},
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go m.sweep()
 	return m
 }
@@ -47,29 +53,81 @@ func (m *Memory) sweep() {
 			return
 		case <-t.C:
 		}
-		now := m.now()
-		var ended []string
 		m.mu.Lock()
-		for id, e := range m.sessions {
-			if now.After(e.expires) {
-				delete(m.sessions, id)
-				ended = append(ended, id)
-			}
-		}
+		ended := m.dropExpired()
 		m.mu.Unlock()
-		for _, id := range ended {
-			m.watchers.tell(id, Event{Ended: true})
+		m.tellEnded(ended)
+	}
+}
+
+// dropExpired removes the expired sessions and returns their ids. m.mu is
+// held.
+func (m *Memory) dropExpired() []string {
+	now := m.now()
+	var ended []string
+	for id, e := range m.sessions {
+		if now.After(e.expires) {
+			m.remove(id)
+			ended = append(ended, id)
 		}
+	}
+	return ended
+}
+
+// remove forgets session id, giving its place in its share back. m.mu is
+// held.
+func (m *Memory) remove(id string) bool {
+	e, ok := m.sessions[id]
+	if !ok {
+		return false
+	}
+	delete(m.sessions, id)
+	if share := e.s.Share; share != "" {
+		if m.shares[share]--; m.shares[share] <= 0 {
+			delete(m.shares, share)
+		}
+	}
+	return true
+}
+
+func (m *Memory) tellEnded(ids []string) {
+	for _, id := range ids {
+		m.watchers.tell(id, Event{Ended: true})
 	}
 }
 
 func (m *Memory) Create(_ context.Context, s *Session) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.max > 0 && len(m.sessions) >= m.max {
-		return ErrFull
+	var ended []string
+	if m.atBound(s.Share) {
+		// Expired sessions the sweep has not reached yet count no more.
+		ended = m.dropExpired()
 	}
-	m.sessions[s.ID] = &entry{s: clone(s), expires: m.now().Add(m.idle)}
+	err := m.admit(s.Share)
+	if err == nil {
+		m.sessions[s.ID] = &entry{s: clone(s), expires: m.now().Add(m.idle)}
+		if s.Share != "" {
+			m.shares[s.Share]++
+		}
+	}
+	m.mu.Unlock()
+	m.tellEnded(ended)
+	return err
+}
+
+// atBound reports whether a session of share would pass a limit. m.mu is
+// held.
+func (m *Memory) atBound(share string) bool { return m.admit(share) != nil }
+
+// admit refuses a session of share past a limit, the share's first. m.mu
+// is held.
+func (m *Memory) admit(share string) error {
+	if l := m.limits.PerShare; l > 0 && share != "" && m.shares[share] >= l {
+		return &FullError{Share: true, Limit: l}
+	}
+	if l := m.limits.Max; l > 0 && len(m.sessions) >= l {
+		return &FullError{Limit: l}
+	}
 	return nil
 }
 
@@ -101,8 +159,7 @@ func (m *Memory) Update(_ context.Context, s *Session) error {
 
 func (m *Memory) Delete(_ context.Context, id string) error {
 	m.mu.Lock()
-	_, ok := m.sessions[id]
-	delete(m.sessions, id)
+	ok := m.remove(id)
 	m.mu.Unlock()
 	if !ok {
 		return ErrUnknown
@@ -113,17 +170,17 @@ func (m *Memory) Delete(_ context.Context, id string) error {
 
 func (m *Memory) Watch(id string) (<-chan Event, func()) { return m.watchers.add(id) }
 
-func (m *Memory) Send(_ context.Context, id string, msg *jsonrpc.Message) error {
+func (m *Memory) Send(_ context.Context, id string, dir Direction, msg []byte) error {
 	m.mu.Lock()
 	receive := m.receive
 	m.mu.Unlock()
 	if receive != nil {
-		receive(id, msg)
+		receive(id, dir, msg)
 	}
 	return nil
 }
 
-func (m *Memory) Receive(f func(string, *jsonrpc.Message)) {
+func (m *Memory) Receive(f func(string, Direction, []byte)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.receive = f

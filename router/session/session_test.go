@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/redistest"
 )
 
@@ -68,13 +68,13 @@ func TestStores(t *testing.T) {
 				t.Errorf("the change is not seen: %+v", again)
 			}
 			received := make(chan string, 2)
-			a.Receive(func(id string, m *jsonrpc.Message) { received <- id + " " + string(m.ID) })
-			if err := b.Send(ctx, s.ID, &jsonrpc.Message{JSONRPC: "2.0", ID: json.RawMessage(`"q1"`), Result: json.RawMessage(`{}`)}); err != nil {
+			a.Receive(func(id string, dir Direction, m []byte) { received <- fmt.Sprintf("%s %d %s", id, dir, m) })
+			if err := b.Send(ctx, s.ID, ToCaller, []byte(`{"jsonrpc":"2.0","id":"q1","result":{}}`)); err != nil {
 				t.Fatal(err)
 			}
 			select {
 			case r := <-received:
-				if r != s.ID+` "q1"` {
+				if r != s.ID+` 2 {"jsonrpc":"2.0","id":"q1","result":{}}` {
 					t.Errorf("received %q", r)
 				}
 			case <-time.After(5 * time.Second):
@@ -108,7 +108,8 @@ func TestMemoryExpiryAndBound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := m.Create(ctx, &Session{ID: NewID()}); !errors.Is(err, ErrFull) {
+	var full *FullError
+	if err := m.Create(ctx, &Session{ID: NewID()}); !errors.As(err, &full) || full.Share {
 		t.Errorf("a third session past the bound of 2: %v", err)
 	}
 	events, stop := m.Watch(a.ID)
@@ -127,5 +128,87 @@ func TestMemoryExpiryAndBound(t *testing.T) {
 	}
 	if m.Len() != 1 {
 		t.Errorf("Len %d", m.Len())
+	}
+}
+
+// Both stores bound the sessions of one share and of all, the share's
+// first; a deletion or an expiry gives a place back. The Redis stores are
+// two replicas and hold the bounds together, also on a Cluster, where
+// every key of the scripts must be on one node.
+func TestStoreLimits(t *testing.T) {
+	limits := Limits{Max: 3, PerShare: 2}
+	idle := 400 * time.Millisecond
+	rs := redistest.Start(t)
+	cluster := redistest.StartCluster(t)
+	newRedis := func(o redis.UniversalOptions) Store {
+		s := NewRedis(RedisOptions{Client: o, Prefix: "t:", Idle: idle, Limits: limits, Timeout: 2 * time.Second})
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	ro, _ := redis.ParseURL(rs.URL())
+	mem := NewMemoryLimited(idle, limits)
+	t.Cleanup(func() { _ = mem.Close() })
+	for name, pair := range map[string][2]Store{
+		"memory":  {mem, mem},
+		"redis":   {newRedis(redis.UniversalOptions{Addrs: []string{ro.Addr}}), newRedis(redis.UniversalOptions{Addrs: []string{ro.Addr}})},
+		"cluster": {newRedis(redis.UniversalOptions{Addrs: cluster.Addrs, IsClusterMode: true}), newRedis(redis.UniversalOptions{Addrs: cluster.Addrs, IsClusterMode: true})},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, b := pair[0], pair[1]
+			ctx := context.Background()
+			open := func(st Store, share string) (*Session, error) {
+				s := &Session{ID: NewID(), Version: "2025-11-25", Share: share}
+				return s, st.Create(ctx, s)
+			}
+			alice1, err := open(a, "alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := open(b, "alice"); err != nil {
+				t.Fatal(err)
+			}
+			var full *FullError
+			if _, err := open(a, "alice"); !errors.As(err, &full) || !full.Share || full.Limit != 2 {
+				t.Fatalf("alice's third session: %v, want her share refused", err)
+			}
+			bob, err := open(b, "bob")
+			if err != nil {
+				t.Fatalf("bob's first session: %v", err)
+			}
+			if _, err := open(a, "carol"); !errors.As(err, &full) || full.Share || full.Limit != 3 {
+				t.Fatalf("a fourth session: %v, want the store full", err)
+			}
+			if n := a.Len(); n != 3 {
+				t.Errorf("Len %d, want 3", n)
+			}
+			if err := b.Delete(ctx, alice1.ID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := open(a, "alice"); err != nil {
+				t.Fatalf("alice after ending one: %v", err)
+			}
+			// Only bob's session is used: the others expire, and count no
+			// more, nor does bob's once he stops.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				if _, err := b.Get(ctx, bob.ID); err != nil {
+					t.Fatalf("a session in use expired: %v", err)
+				}
+				_, err := open(a, "carol")
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("carol after the others expired: %v", err)
+				}
+				time.Sleep(idle / 8)
+			}
+			if _, err := open(b, "bob"); err != nil {
+				t.Fatalf("bob's second session: %v", err)
+			}
+			if _, err := open(a, "bob"); !errors.As(err, &full) || !full.Share {
+				t.Fatalf("bob's third session: %v, want his share refused (his first is alive)", err)
+			}
+		})
 	}
 }

@@ -188,12 +188,13 @@ func cacheOptions(cfg *config.Config, log *slog.Logger) (cache.Options, error) {
 // newSessionStore keeps legacy sessions in Redis when the cache has it, so
 // that any replica serves any session; in process otherwise.
 func newSessionStore(cfg *config.Config, log *slog.Logger) session.Store {
+	limits := session.Limits{Max: cfg.Sessions.Max, PerShare: cfg.Sessions.MaxPerPrincipal}
 	co, err := cacheOptions(cfg, log)
 	if err != nil || co.Redis == nil {
-		return session.NewMemory(cfg.Sessions.IdleTimeout, cfg.Sessions.Max)
+		return session.NewMemoryLimited(cfg.Sessions.IdleTimeout, limits)
 	}
 	return session.NewRedis(session.RedisOptions{
-		Client: co.Redis.Client, Prefix: co.Redis.Prefix, Idle: cfg.Sessions.IdleTimeout,
+		Client: co.Redis.Client, Prefix: co.Redis.Prefix, Idle: cfg.Sessions.IdleTimeout, Limits: limits,
 		Timeout: max(co.Redis.Timeout, 500*time.Millisecond), Logger: log,
 	})
 }

@@ -165,11 +165,12 @@ func (p *Process) server(h http.Handler) *http.Server {
 	}
 }
 
-// mux routes the main listener's paths: /mcp through the chain of links,
-// in the order a request meets them, and, without an admin listener, the
-// operational endpoints beside it.
+// mux routes the main listener's paths: /mcp, and the 2024-11-05 HTTP+SSE
+// transport's /sse and /messages, each through the same chain of links, in
+// the order a request meets them, and, without an admin listener, the
+// operational endpoints beside them.
 func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
-	mcpHandler := frontend.Chain(frontend.NewHTTP(p.dispatch, legacy),
+	links := []frontend.Link{
 		frontend.Recover(p.log),
 		p.auditRefused(),
 		frontend.CheckHost(p.cfg.AllowedHosts),
@@ -178,9 +179,12 @@ func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
 		frontend.Authenticate(p.auth, p.resource, p.log),
 		frontend.RateLimit(p.limits.principal, p.limits.principalRefused),
 		frontend.LimitBody(int64(p.cfg.MaxRequestBytes)),
-	)
+	}
+	sse := frontend.NewSSE(legacy)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcpHandler)
+	mux.Handle("/mcp", frontend.Chain(frontend.NewHTTP(p.dispatch, legacy), links...))
+	mux.Handle(frontend.SSEStreamPath, frontend.Chain(sse.Stream(), links...))
+	mux.Handle(frontend.SSEMessagesPath, frontend.Chain(sse.Messages(), links...))
 	if p.auth.Enabled() {
 		// Open to all: it is how a client learns where to get a token.
 		metadata := frontend.Chain(p.resource, frontend.CheckHost(p.cfg.AllowedHosts))
