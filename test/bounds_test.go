@@ -1,10 +1,13 @@
 package test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -170,7 +173,7 @@ func TestListenBounds(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			r := listenRaw(`{"resourceSubscriptions":[` + uris(40_000, i*40_000) + `]}`)
-			if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, "1000") {
+			if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, "subscriptions.max_uris_per_stream") {
 				t.Errorf("a listen of 40,000 URIs: HTTP %d %s", r.Status, r.Body[:min(len(r.Body), 200)])
 			}
 		}()
@@ -187,7 +190,70 @@ func TestListenBounds(t *testing.T) {
 	first := listen(t, url, 2, `{"resourceSubscriptions":[`+uris(1000, 0)+`]}`)
 	first.next(t, 5*time.Second)
 	over := listenRaw(`{"resourceSubscriptions":[` + uris(1000, 1000) + `]}`)
-	if over.Error == nil || over.Error.Code != -32602 || !strings.Contains(over.Error.Message, "1500") {
+	if over.Error == nil || over.Error.Code != -32602 || !strings.Contains(over.Error.Message, "subscriptions.max_uris_per_upstream") {
 		t.Errorf("a listen past max_uris_per_upstream: %s", over.Body)
 	}
+}
+
+// Subscribers hold what they name, whether or not they read:
+// subscriptions.max_bytes bounds what all of them may hold together. Fifty
+// listens of 100 URIs of 8 KiB, from clients that never read their stream,
+// are admitted while the bound allows, and the rest are refused with an
+// error that names it; Manifold's memory grows by a bounded amount.
+func TestListenMemoryBounded(t *testing.T) {
+	s := newSDKServer("a", sdkOptions{resources: 1})
+	up, _ := trackedModern(t, s)
+	url, pid := startManifoldProcess(t, "max_request_bytes: 4MiB\nsubscriptions: {max_bytes: 8MiB, max_uris_per_stream: 100}\nupstreams:"+httpUpstreamYAML("a", up.URL))
+	readText(t, url, "a+test://a/0")
+	base := peakRSS(t, pid)
+	refused := 0
+	var refusal string
+	for i := 0; i < 50; i++ {
+		var b strings.Builder
+		for j := 0; j < 100; j++ {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"a+test://a/%d-%d-%s"`, i, j, strings.Repeat("x", 8000))
+		}
+		if accepted, start := listenWithoutReading(t, url, `{"resourceSubscriptions":[`+b.String()+`]}`); !accepted {
+			refused++
+			refusal = start
+		}
+	}
+	growth := peakRSS(t, pid) - base
+	t.Logf("50 listens of 800 KB each: %d refused; peak RSS grew %d MB", refused, growth>>20)
+	if refused < 40 || !strings.Contains(refusal, "subscriptions.max_bytes") {
+		t.Errorf("%d of 50 refused, the last saying %s", refused, refusal)
+	}
+	if growth > 64<<20 {
+		t.Errorf("peak RSS grew by %d MB", growth>>20)
+	}
+}
+
+// listenWithoutReading opens a listen and reads the first bytes of its
+// answer, whether the acknowledgment of a stream (accepted: true) or an
+// error, never the rest of the stream; the connection stays open until the
+// test ends.
+func listenWithoutReading(t *testing.T, url, filter string) (accepted bool, start string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	body := `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":` + filter + `,` + metaOK + `}}`
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header = headers("subscriptions/listen", "")
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 512)
+	n, _ := io.ReadAtLeast(resp.Body, b, 200)
+	start = string(b[:n])
+	return strings.Contains(start, "notifications/subscriptions/acknowledged"), start
 }

@@ -94,6 +94,9 @@ type Subscriptions struct {
 	// MaxURIsPerUpstream the resources one upstream is asked to watch.
 	MaxURIsPerStream   int `yaml:"max_uris_per_stream"`
 	MaxURIsPerUpstream int `yaml:"max_uris_per_upstream"`
+	// MaxBytes bounds the memory all open streams may hold together, what
+	// they name and what may queue for them; past it a listen is refused.
+	MaxBytes ByteSize `yaml:"max_bytes"`
 }
 
 // Audit is the audit log: File is a path, "stderr", or empty (off).

@@ -89,6 +89,7 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Subscriptions.Queue, 64)
 	setDefault(&c.Subscriptions.MaxURIsPerStream, 1000)
 	setDefault(&c.Subscriptions.MaxURIsPerUpstream, 10_000)
+	setDefault(&c.Subscriptions.MaxBytes, 256<<20)
 	setDefault(&c.Sessions.IdleTimeout, 30*time.Minute)
 	setDefault(&c.Sessions.Max, 10_000)
 	// A host opens one session per connection: a hundred is more than one

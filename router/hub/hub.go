@@ -56,6 +56,9 @@ type Options struct {
 	// MaxURIs bounds the resources one subscription names; MaxWatched the
 	// resources one upstream is asked to watch, in all. Zero: no bound.
 	MaxURIs, MaxWatched int
+	// MaxBytes bounds what all open subscriptions may hold together (see
+	// charge); past it a new one is refused. Zero: no bound.
+	MaxBytes int64
 }
 
 // MaxURILen bounds a URI a subscriber names.
@@ -81,6 +84,7 @@ type Hub struct {
 	mu      sync.Mutex
 	subs    map[*Subscription]struct{}
 	byURI   map[string]map[string]map[*Subscription]struct{} // upstream → its URI → subscribers
+	held    int64                                            // the charges of the open subscriptions
 	closed  bool
 	drained chan struct{} // closed once closed and no subscription is left
 }
@@ -91,6 +95,7 @@ type Subscription struct {
 	Honoured mcp.SubscriptionFilter
 
 	h      *Hub
+	charge int64               // what it may hold, counted against MaxBytes
 	claims map[string][]string // its caller's, for the upstreams' access rules
 	lists  []*mcp.ListChange   // the list changes it is told of
 	uris   map[string][]string // upstream → its own URIs watched
@@ -327,11 +332,17 @@ func (h *Hub) register(s *Subscription, set *upstream.Set) (map[*upstream.Upstre
 	if h.o.MaxStreams > 0 && len(h.subs) >= h.o.MaxStreams {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "too many open subscription streams")
 	}
+	s.charge = h.charge(s)
+	if h.o.MaxBytes > 0 && h.held+s.charge > h.o.MaxBytes {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "open subscriptions hold all the memory they may (subscriptions.max_bytes); subscribe again later, or name fewer resources").
+			WithData(map[string]any{"bound": "subscriptions.max_bytes", "limit": h.o.MaxBytes})
+	}
 	if err := h.checkWatched(s); err != nil {
 		return nil, err
 	}
 	pending := map[*upstream.Upstream]uint64{}
 	h.subs[s] = struct{}{}
+	h.held += s.charge
 	for name, uris := range s.uris {
 		for _, inner := range uris {
 			if h.byURI[name] == nil {
@@ -347,6 +358,26 @@ func (h *Hub) register(s *Subscription, set *upstream.Set) (map[*upstream.Upstre
 		}
 	}
 	return pending, nil
+}
+
+// subscriptionOverhead is what a subscription holds whatever it names: its
+// registration, its queue's slots, its frontend's stream.
+const subscriptionOverhead = 4 << 10
+
+// charge is what s may hold while it is open, an upper bound whether or not
+// its subscriber reads: each URI it names is kept four times (in its own
+// registration, in the hub's table, in the upstream's watch, in the
+// request that carries the watch), and its queue may fill with events of
+// its longest URI.
+func (h *Hub) charge(s *Subscription) int64 {
+	named, longest := 0, 256
+	for _, uris := range s.uris {
+		for _, u := range uris {
+			named += len(u)
+			longest = max(longest, len(u))
+		}
+	}
+	return subscriptionOverhead + 4*int64(named) + int64(h.o.Queue)*int64(longest)
 }
 
 // checkWatched refuses a subscription that would make an upstream watch
@@ -372,6 +403,9 @@ func (h *Hub) checkWatched(s *Subscription) error {
 func (h *Hub) unregister(s *Subscription) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if _, open := h.subs[s]; open {
+		h.held -= s.charge
+	}
 	delete(h.subs, s)
 	set := h.o.Upstreams.Load()
 	for name, uris := range s.uris {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -306,6 +307,25 @@ func TestBoundAndShutdown(t *testing.T) {
 	if _, err := f.hub.Subscribe(context.Background(), mcp.SubscriptionFilter{}); err == nil {
 		t.Error("a subscription after shutdown was accepted")
 	}
+}
+
+// MaxBytes bounds what open subscriptions hold together: one that would
+// pass it is refused, saying so, and a closed one gives back its share.
+func TestByteBound(t *testing.T) {
+	long := "up+test://" + strings.Repeat("a", 4000)
+	// One subscription of the long URI (4 KiB overhead, 4 × 4 KiB named, a
+	// queue of 2 × 4 KiB) fits; two do not.
+	f := newFixture(t, Options{MaxBytes: 40 << 10, Queue: 2})
+	first := f.subscribe(t, long)
+	_, err := f.hub.Subscribe(context.Background(), mcp.SubscriptionFilter{ResourceSubscriptions: []string{long}})
+	if err == nil || !strings.Contains(err.Error(), "subscriptions.max_bytes") {
+		t.Fatalf("a subscription past max_bytes: %v", err)
+	}
+	if _, err := f.hub.Subscribe(context.Background(), mcp.SubscriptionFilter{ResourceSubscriptions: []string{"up+test://b"}}); err != nil {
+		t.Errorf("a small one beside it: %v", err)
+	}
+	first.Close()
+	f.subscribe(t, long)
 }
 
 // The bound on subscriptions holds under concurrency: the slot is reserved

@@ -114,6 +114,7 @@ func (p *Process) newDispatcher(ns namespace.Namespace) *frontend.Dispatcher {
 		Queue:       cfg.Subscriptions.Queue,
 		MaxURIs:     cfg.Subscriptions.MaxURIsPerStream,
 		MaxWatched:  cfg.Subscriptions.MaxURIsPerUpstream,
+		MaxBytes:    int64(cfg.Subscriptions.MaxBytes),
 	})
 	p.hubReady.Store(p.hub)
 	rt := router.New(router.Options{
