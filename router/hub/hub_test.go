@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
