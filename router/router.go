@@ -111,7 +111,7 @@ func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage,
 	set := callersSet(ctx, r.ups)
 	switch m.Route {
 	case mcp.RouteLocal:
-		return r.discover(set)
+		return r.discover(ctx, set)
 	case mcp.RouteAll:
 		return r.list(ctx, set, m, req)
 	case mcp.RouteURI:
@@ -126,13 +126,21 @@ func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage,
 }
 
 // discover is Manifold's own server/discover: what it serves, never what
-// it cannot honour.
-func (r *Router) discover(set *upstream.Set) (json.RawMessage, error) {
+// it cannot honour. Right after a start it waits (boundedly) for the
+// upstreams' first probe; an answer that lacks an upstream whose
+// capabilities are not known (still probing, or down) is not to be
+// cached: it will say more once that upstream answers.
+func (r *Router) discover(ctx context.Context, set *upstream.Set) (json.RawMessage, error) {
+	caps, whole := r.awaitCapabilities(ctx, set)
+	ttl := DiscoverTTL
+	if !whole {
+		ttl = 0
+	}
 	return json.Marshal(map[string]any{
 		"resultType":        mcp.ResultTypeComplete,
 		"supportedVersions": []string{mcp.Version},
-		"capabilities":      capabilities(set),
-		"ttlMs":             DiscoverTTL,
+		"capabilities":      caps,
+		"ttlMs":             ttl,
 		"cacheScope":        mcp.ScopePublic,
 		"_meta":             json.RawMessage(r.meta),
 	})
@@ -365,17 +373,29 @@ const negotiationWait = 3 * time.Second
 // waiting (boundedly) for those still negotiating: a legacy caller decides
 // once, at initialize, what it will ever ask.
 func (r *Router) Capabilities(ctx context.Context) mcp.Capabilities {
-	set := callersSet(ctx, r.ups)
+	caps, _ := r.awaitCapabilities(ctx, callersSet(ctx, r.ups))
+	return caps
+}
+
+// awaitCapabilities is capabilities(set) once the upstreams not probed yet
+// have been (for at most negotiationWait; one already found down is not
+// waited for), and whether every upstream's are known.
+func (r *Router) awaitCapabilities(ctx context.Context, set *upstream.Set) (mcp.Capabilities, bool) {
 	ctx, cancel := context.WithTimeout(ctx, negotiationWait)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, u := range set.All() {
-		if _, ok := u.Capabilities(); !ok {
+		if _, ok := u.Capabilities(); !ok && u.State() == upstream.Connecting {
 			wg.Go(func() { _, _ = u.Info(ctx) })
 		}
 	}
 	wg.Wait()
-	return capabilities(set)
+	whole := true
+	for _, u := range set.All() {
+		_, ok := u.Capabilities()
+		whole = whole && ok
+	}
+	return capabilities(set), whole
 }
 
 // capabilities is what Manifold serves now, for server/discover: resources
