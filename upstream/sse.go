@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"mime"
 	"net/http"
 	"net/url"
@@ -25,9 +24,10 @@ import (
 // opens GET on the server's URL, the first event (`endpoint`) names where to
 // POST messages, and every answer, notification and server request arrives
 // on that one stream, matched to its call by id, as on a stdio server's
-// stdout. So it is built like stdioConn: one stream at a time, each a new
-// generation, reopened after a drop with the same capped backoff and
-// jitter; calls in flight when it drops fail as unreachable.
+// stdout. So it is kept like stdioConn's child, by the same supervisor: one
+// stream at a time, each a new generation, reopened after a drop with the
+// same capped backoff and jitter; calls in flight when it drops fail as
+// unreachable.
 //
 // The endpoint must be on the stream's own origin: a server (or whoever
 // answers for it) cannot send Manifold's requests, with the callers'
@@ -39,15 +39,9 @@ type sseConn struct {
 	base   *url.URL
 	client *http.Client
 
-	mu            sync.Mutex
-	cur           *sseStream
-	up            chan struct{} // closed when cur becomes non-nil; replaced when it ends
-	restarting    bool          // the stream ended and the next waits out its backoff
-	stopped       bool
-	stop          chan struct{}
-	done          chan struct{} // closed when the supervisor has exited
-	unknown       atomic.Int64  // answers to no call in flight
-	unknownLogged atomic.Int64  // when that was last logged (UnixNano)
+	sup           supervisor[*sseStream]
+	unknown       atomic.Int64 // answers to no call in flight
+	unknownLogged atomic.Int64 // when that was last logged (UnixNano)
 }
 
 // sseStream is one open GET stream: one session of the server.
@@ -76,72 +70,21 @@ func newSSEConn(o Options, log *slog.Logger, onMsg onMessage) (*sseConn, error) 
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
-	c := &sseConn{o: o, log: log, onMsg: onMsg, base: base, client: httpClient(o),
-		up: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	go c.supervise()
-	return c, nil
-}
-
-// supervise keeps one stream open, reopening it after each end.
-func (c *sseConn) supervise() {
-	defer close(c.done)
-	var gen uint64
-	delay := restartMin
-	for {
-		gen++
-		opened := time.Now()
-		if s, err := c.open(gen); err != nil {
+	c := &sseConn{o: o, log: log, onMsg: onMsg, base: base, client: httpClient(o)}
+	c.sup = supervisor[*sseStream]{
+		open:  c.open,
+		ended: func(s *sseStream) <-chan struct{} { return s.exited },
+		stop:  func(s *sseStream) { s.cancel(); <-s.exited },
+		failed: func(_ uint64, err error) {
 			c.log.Warn("upstream SSE stream failed to open", "err", err)
-			c.failedToOpen()
-		} else if c.serve(s) {
-			return
-		}
-		if time.Since(opened) > restartReset {
-			delay = restartMin
-		}
-		wait := rand.N(delay) + delay/2
-		delay = min(delay*2, restartMax)
-		select {
-		case <-time.After(wait):
-		case <-c.stop:
-			return
-		}
+		},
+		lost: func(s *sseStream, _ time.Duration) {
+			c.log.Warn("upstream SSE stream ended; reconnecting", "generation", s.gen)
+		},
+		down: errStreamClosed,
 	}
-}
-
-// failedToOpen makes callers waiting for a stream fail now rather than at
-// their deadline: the next attempt is a backoff away.
-func (c *sseConn) failedToOpen() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.restarting {
-		c.restarting = true
-		close(c.up)
-		c.up = make(chan struct{})
-	}
-}
-
-// serve makes s current until it ends, and reports whether the connection
-// is stopped.
-func (c *sseConn) serve(s *sseStream) (stopped bool) {
-	c.mu.Lock()
-	c.cur, c.restarting = s, false
-	close(c.up)
-	c.mu.Unlock()
-	select {
-	case <-s.exited:
-	case <-c.stop:
-		s.cancel()
-		<-s.exited
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cur, c.restarting = nil, true
-	c.up = make(chan struct{})
-	if !c.stopped {
-		c.log.Warn("upstream SSE stream ended; reconnecting", "generation", s.gen)
-	}
-	return c.stopped
+	c.sup.start()
+	return c, nil
 }
 
 // open sends the GET and waits, within the upstream's timeout, for the
@@ -310,38 +253,15 @@ func (c *sseConn) post(ctx context.Context, s *sseStream, body []byte, header ht
 }
 
 func (c *sseConn) current() *sseStream {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cur
+	s, _ := c.sup.current()
+	return s
 }
 
-func (c *sseConn) ready(ctx context.Context) (uint64, error) {
-	for {
-		c.mu.Lock()
-		s, up, stopped, restarting := c.cur, c.up, c.stopped, c.restarting
-		c.mu.Unlock()
-		switch {
-		case stopped:
-			return 0, errors.New("upstream is shut down")
-		case s != nil:
-			return s.gen, nil
-		case restarting:
-			return 0, errStreamClosed
-		}
-		select {
-		case <-up:
-		case <-ctx.Done():
-			return 0, fmt.Errorf("waiting for the SSE stream: %w", ctx.Err())
-		}
-	}
-}
+func (c *sseConn) ready(ctx context.Context) (uint64, error) { return c.sup.ready(ctx) }
 
 func (c *sseConn) scoped(*session) bool { return false }
 
-func (c *sseConn) alive(gen uint64) bool {
-	s := c.current()
-	return s != nil && s.gen == gen
-}
+func (c *sseConn) alive(gen uint64) bool { return c.sup.alive(gen) }
 
 func (c *sseConn) call(ctx context.Context, ex *exchange) (*reply, error) {
 	s := c.current()
@@ -396,18 +316,10 @@ func (c *sseConn) send(ctx context.Context, ex *exchange) error {
 
 // close stops the supervisor, which ends the stream, and waits for it.
 func (c *sseConn) close(ctx context.Context, _ string) error {
-	c.mu.Lock()
-	if !c.stopped {
-		c.stopped = true
-		close(c.stop)
+	if err := c.sup.close(ctx, nil); err != nil {
+		return fmt.Errorf("closing the SSE stream: %w", err)
 	}
-	c.mu.Unlock()
-	select {
-	case <-c.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("closing the SSE stream: %w", ctx.Err())
-	}
+	return nil
 }
 
 // listen: a 2024-11-05 server has no subscriptions/listen.

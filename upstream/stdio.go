@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,34 +22,19 @@ import (
 	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
-// Restart backoff for a stdio server that exits: exponential from
-// restartMin, capped at restartMax, with full jitter; a process that ran for
-// restartReset counts as healthy and resets it.
-const (
-	restartMin   = 100 * time.Millisecond
-	restartMax   = 30 * time.Second
-	restartReset = 30 * time.Second
-	// stopGrace is how long a child gets after stdin closes, and again after
-	// SIGTERM, before the next step.
-	stopGrace = 2 * time.Second
-)
+// stopGrace is how long a child gets after stdin closes, and again after
+// SIGTERM, before the next step.
+const stopGrace = 2 * time.Second
 
-// stdioConn runs the server as a child process and supervises it: a process
-// that exits is started again after a backoff. Each start is a new
-// generation, so sessions negotiated with a dead process are recognised as
-// gone.
+// stdioConn runs the server as a child process, kept running by a
+// supervisor: a process that exits is started again after a backoff. Each
+// start is a new generation, so sessions negotiated with a dead process are
+// recognised as gone.
 type stdioConn struct {
 	o     Options
 	log   *slog.Logger
 	onMsg onMessage
-
-	mu         sync.Mutex
-	cur        *process
-	up         chan struct{} // closed when cur becomes non-nil; replaced when it dies
-	restarting bool          // a process died and the next waits out its backoff
-	stopped    bool
-	stop       chan struct{}
-	done       chan struct{} // closed when the supervisor has exited
+	sup   supervisor[*process]
 }
 
 // errProcessExited: the child died with the call in flight.
@@ -87,52 +71,21 @@ func newStdioConn(o Options, log *slog.Logger, onMsg onMessage) (*stdioConn, err
 	if _, err := exec.LookPath(o.Command[0]); err != nil {
 		return nil, fmt.Errorf("command: %w", err)
 	}
-	c := &stdioConn{o: o, log: log, onMsg: onMsg, up: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	go c.supervise()
-	return c, nil
-}
-
-func (c *stdioConn) supervise() {
-	defer close(c.done)
-	var gen uint64
-	delay := restartMin
-	for {
-		gen++
-		started := time.Now()
-		p, err := c.start(gen)
-		if err != nil {
+	c := &stdioConn{o: o, log: log, onMsg: onMsg}
+	c.sup = supervisor[*process]{
+		open:  c.start,
+		ended: func(p *process) <-chan struct{} { return p.exited },
+		stop:  c.terminate,
+		failed: func(_ uint64, err error) {
 			c.log.Error("upstream process failed to start", "err", err)
-		} else {
-			c.mu.Lock()
-			c.cur, c.restarting = p, false
-			close(c.up)
-			c.mu.Unlock()
-			select {
-			case <-p.exited:
-			case <-c.stop:
-				c.terminate(p)
-			}
-			c.mu.Lock()
-			c.cur, c.restarting = nil, true
-			c.up = make(chan struct{})
-			stopped := c.stopped
-			c.mu.Unlock()
-			if stopped {
-				return
-			}
-			c.log.Warn("upstream process exited; restarting", "pid", p.cmd.Process.Pid, "state", p.cmd.ProcessState.String(), "ran", time.Since(started).Round(time.Millisecond))
-		}
-		if time.Since(started) > restartReset {
-			delay = restartMin
-		}
-		wait := rand.N(delay) + delay/2 // jitter around the current delay
-		delay = min(delay*2, restartMax)
-		select {
-		case <-time.After(wait):
-		case <-c.stop:
-			return
-		}
+		},
+		lost: func(p *process, ran time.Duration) {
+			c.log.Warn("upstream process exited; restarting", "pid", p.cmd.Process.Pid, "state", p.cmd.ProcessState.String(), "ran", ran.Round(time.Millisecond))
+		},
+		down: errRestarting,
 	}
+	c.sup.start()
+	return c, nil
 }
 
 // passedEnv are the variables of Manifold's environment a child gets
@@ -350,38 +303,15 @@ func (p *process) failPending() {
 }
 
 func (c *stdioConn) current() *process {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cur
+	p, _ := c.sup.current()
+	return p
 }
 
-func (c *stdioConn) ready(ctx context.Context) (uint64, error) {
-	for {
-		c.mu.Lock()
-		p, up, stopped, restarting := c.cur, c.up, c.stopped, c.restarting
-		c.mu.Unlock()
-		switch {
-		case stopped:
-			return 0, errors.New("upstream is shut down")
-		case p != nil:
-			return p.gen, nil
-		case restarting:
-			return 0, errRestarting
-		}
-		select {
-		case <-up:
-		case <-ctx.Done():
-			return 0, fmt.Errorf("waiting for the process to start: %w", ctx.Err())
-		}
-	}
-}
+func (c *stdioConn) ready(ctx context.Context) (uint64, error) { return c.sup.ready(ctx) }
 
 func (c *stdioConn) scoped(*session) bool { return false }
 
-func (c *stdioConn) alive(gen uint64) bool {
-	p := c.current()
-	return p != nil && p.gen == gen
-}
+func (c *stdioConn) alive(gen uint64) bool { return c.sup.alive(gen) }
 
 func (c *stdioConn) call(ctx context.Context, ex *exchange) (*reply, error) {
 	p := c.current()
@@ -438,23 +368,11 @@ func (c *stdioConn) send(_ context.Context, ex *exchange) error {
 // close stops the supervisor, which stops the child, and waits for it; when
 // ctx ends first the child's process group is killed.
 func (c *stdioConn) close(ctx context.Context, _ string) error {
-	c.mu.Lock()
-	if !c.stopped {
-		c.stopped = true
-		close(c.stop)
+	err := c.sup.close(ctx, func(p *process) { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) })
+	if err != nil {
+		return fmt.Errorf("stopping process: %w", err)
 	}
-	p := c.cur
-	c.mu.Unlock()
-	select {
-	case <-c.done:
-		return nil
-	case <-ctx.Done():
-		if p != nil {
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		}
-		<-c.done
-		return fmt.Errorf("stopping process: %w", ctx.Err())
-	}
+	return nil
 }
 
 // terminate stops a child the way the stdio transport asks: stdin closed,
