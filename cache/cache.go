@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -447,6 +448,17 @@ func (c *Cache) fillOnce(ctx context.Context, l *lookup, fill Fill) (outcome, er
 	return o, nil
 }
 
+// withTTL is res saying ttl as its ttlMs: what max_ttl caps, nobody is
+// told may last longer.
+func withTTL(res json.RawMessage, ttl time.Duration) json.RawMessage {
+	obj, err := jsonrpc.ParseObject(res)
+	if err != nil {
+		return res
+	}
+	obj["ttlMs"] = strconv.AppendInt(nil, ttl.Milliseconds(), 10)
+	return obj.Marshal()
+}
+
 // oversized is the outcome of an answer too large to store, read without
 // copying: whether it is complete and its scope, with its reusable form
 // made on first need.
@@ -521,8 +533,11 @@ func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup, ls lease) outcom
 		// passed on, never stored, and never handed to another caller.
 		return outcome{result: res, fp: l.fp, solo: true}
 	}
-	o := outcome{result: res, reusable: splice(h.body, h.ttl.Milliseconds(), h.scope), scope: h.scope, fp: l.fp}
 	ttl := min(h.ttl, c.maxTTL)
+	if ttl < h.ttl {
+		res = withTTL(res, ttl)
+	}
+	o := outcome{result: res, reusable: splice(h.body, ttl.Milliseconds(), h.scope), scope: h.scope, fp: l.fp}
 	if ttl <= 0 || len(h.body) > c.maxEntry {
 		return o
 	}

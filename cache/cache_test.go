@@ -818,3 +818,41 @@ func TestPanickingFillIsContained(t *testing.T) {
 		t.Errorf("after the panic: %q", text)
 	}
 }
+
+// cache.max_ttl caps how long any ttlMs keeps an entry, in both tiers, and
+// what every answer says of it: an upstream's 60 s is 1 s here.
+func TestMaxTTLCaps(t *testing.T) {
+	o := testOptions("")
+	o.MaxTTL = time.Second
+	clk := newClock()
+	o.Clock = clk.now
+	c := newCache(t, o, nil)
+	up := &upstream{ttlMs: 60_000, scope: "public"}
+	r := read("test://capped", "")
+	if _, ttl, _ := get(t, c, r, up.fill(r)); ttl > 1000 {
+		t.Errorf("the filling answer says ttlMs %d, over max_ttl", ttl)
+	}
+	if _, ttl, _ := get(t, c, r, up.fill(r)); ttl > 1000 || up.calls.Load() != 1 {
+		t.Errorf("a hit says ttlMs %d (%d upstream calls)", ttl, up.calls.Load())
+	}
+	clk.advance(1100 * time.Millisecond)
+	if get(t, c, r, up.fill(r)); up.calls.Load() != 2 {
+		t.Errorf("memory served past max_ttl (%d upstream calls)", up.calls.Load())
+	}
+
+	rs := redistest.Start(t)
+	ro := testOptions(rs.URL())
+	ro.MaxTTL, ro.MemoryBytes = time.Second, 0
+	shared := newCache(t, ro, nil)
+	get(t, shared, r, up.fill(r))
+	redisHolds(t, rs, 1)
+	keys, _ := rs.Client().Keys(context.Background(), "t:*:public:*").Result()
+	if pttl := rs.Client().PTTL(context.Background(), keys[0]).Val(); pttl > time.Second+ro.StaleIfError {
+		t.Errorf("Redis keeps the entry %v, over max_ttl and stale_if_error", pttl)
+	}
+	before := up.calls.Load()
+	eventually(t, func() bool { // Redis counts by its own clock
+		get(t, shared, r, up.fill(r))
+		return up.calls.Load() > before
+	})
+}
