@@ -218,9 +218,7 @@ func TestReplicasShareRedis(t *testing.T) {
 	up := &upstream{ttlMs: 10_000, scope: "public"}
 	r := read("test://x", "")
 	text, _, _ := get(t, a, r, up.fill(r))
-	// The write to Redis is asynchronous: wait for it, then read on b.
-	rc := rs.Client()
-	eventually(t, func() bool { return len(rc.Keys(context.Background(), "t:*:public:*").Val()) == 1 })
+	a.redis.pending.Wait() // the write to Redis is asynchronous
 	got, ttl, _ := get(t, b, r, up.fill(r))
 	if got != text || up.calls.Load() != 1 {
 		t.Fatalf("replica b read %q (upstream calls %d), want replica a's %q", got, up.calls.Load(), text)
@@ -245,8 +243,8 @@ func TestReplicasShareRedis(t *testing.T) {
 		t.Error("the invalidation did not reach replica b")
 	}
 
-	// A dropped subscription flushes b's memory tier: its next read comes
-	// from Redis, not from memory.
+	// A dropped subscription makes b's memory entries stale (it may have
+	// missed invalidations): its next read comes from Redis, not memory.
 	get(t, b, r, up.fill(r))
 	memBefore := b.stat("up").memHits.Load()
 	if n, err := rs.Client().ClientKillByFilter(context.Background(), "TYPE", "pubsub").Result(); err != nil || n == 0 {
@@ -320,8 +318,7 @@ func TestInvalidationBeatsRacingFill(t *testing.T) {
 	<-done
 	// The fill's asynchronous Redis write lands, under the generation it
 	// began with; neither tier may serve it.
-	rc := rs.Client()
-	eventually(t, func() bool { return len(rc.Keys(context.Background(), "t:*:public:*").Val()) == 1 })
+	c.redis.pending.Wait()
 	c.flushMemory()
 	get(t, c, r, up.fill(r))
 	if up.calls.Load() != 2 {
@@ -446,8 +443,7 @@ func TestMissedInvalidationRetiresSharedEntries(t *testing.T) {
 	up := &upstream{ttlMs: 60_000, scope: "public"}
 	r := read("test://x", "")
 	before, _, _ := get(t, c, r, up.fill(r))
-	rc := rs.Client()
-	eventually(t, func() bool { return len(rc.Keys(context.Background(), "t:*:public:*").Val()) == 1 })
+	c.redis.pending.Wait()   // the write to Redis is asynchronous
 	for i := 0; i < 5; i++ { // Redis unreachable: the breaker opens
 		c.redis.brk.Failure()
 	}
@@ -627,8 +623,7 @@ func TestRevalidateKeepsStale(t *testing.T) {
 	up := &upstream{ttlMs: 60_000, scope: "public"}
 	r := read("test://r", "")
 	first, _, _ := get(t, a, r, up.fill(r))
-	rc := rs.Client()
-	eventually(t, func() bool { return len(rc.Keys(context.Background(), "t:*:public:*").Val()) == 1 })
+	a.redis.pending.Wait()   // the write to Redis is asynchronous
 	get(t, b, r, up.fill(r)) // b has it in memory too
 	a.Revalidate(context.Background(), "up")
 	down := func(context.Context) (json.RawMessage, error) { return nil, fmt.Errorf("dial: %w", ErrUnreachable) }
@@ -677,8 +672,8 @@ func TestChannelLossKeepsStaleIfError(t *testing.T) {
 	up := &upstream{ttlMs: 60_000, scope: "public"}
 	r := read("test://kept", "")
 	get(t, c, r, up.fill(r))
-	redisHolds(t, rs, 1)
-	rs.Restart() // its data is gone with it
+	c.redis.pending.Wait() // the entry is in Redis before Redis goes
+	rs.Restart()           // and its data is gone with it
 	eventually(t, func() bool { return strings.Contains(logs.String(), "re-established") })
 	down := func(context.Context) (json.RawMessage, error) { return nil, fmt.Errorf("dial: %w", ErrUnreachable) }
 	text, ttl, _ := get(t, c, r, down)
@@ -688,21 +683,6 @@ func TestChannelLossKeepsStaleIfError(t *testing.T) {
 	if text, _, _ := get(t, c, r, up.fill(r)); !strings.Contains(text, "call 2") {
 		t.Errorf("a reachable upstream was not asked again: %q", text)
 	}
-}
-
-// redisHolds waits until Redis holds n entries (writes are asynchronous).
-func redisHolds(t *testing.T, rs *redistest.Server, n int) {
-	t.Helper()
-	eventually(t, func() bool {
-		keys, _ := rs.Client().Keys(context.Background(), "t:*").Result()
-		entries := 0
-		for _, k := range keys {
-			if strings.Count(k, ":") >= 7 && !strings.Contains(k, ":lease:") {
-				entries++
-			}
-		}
-		return entries == n
-	})
 }
 
 // A fill that began before a Revalidate (a reload, a watch that dropped)
@@ -724,7 +704,7 @@ func TestFillRacingRevalidationLandsStale(t *testing.T) {
 	if err := <-filled; err != nil {
 		t.Fatal(err)
 	}
-	redisHolds(t, rs, 1)
+	c.redis.pending.Wait() // the write to Redis is asynchronous
 	// Another replica, without memory, reading Redis.
 	o := testOptions(rs.URL())
 	o.MemoryBytes = 0
@@ -845,14 +825,153 @@ func TestMaxTTLCaps(t *testing.T) {
 	ro.MaxTTL, ro.MemoryBytes = time.Second, 0
 	shared := newCache(t, ro, nil)
 	get(t, shared, r, up.fill(r))
-	redisHolds(t, rs, 1)
-	keys, _ := rs.Client().Keys(context.Background(), "t:*:public:*").Result()
-	if pttl := rs.Client().PTTL(context.Background(), keys[0]).Val(); pttl > time.Second+ro.StaleIfError {
-		t.Errorf("Redis keeps the entry %v, over max_ttl and stale_if_error", pttl)
-	}
+	shared.redis.pending.Wait()
 	before := up.calls.Load()
 	eventually(t, func() bool { // Redis counts by its own clock
 		get(t, shared, r, up.fill(r))
 		return up.calls.Load() > before
 	})
+}
+
+// With encrypt_private, a private answer is sealed in Redis under a key of
+// its caller's: what Redis holds is not the answer; a replica with the
+// secret serves it to that caller as a Redis hit, and to nobody else; a
+// replica that does not seal, or a value tampered with, is a miss, never
+// an error or a wrong answer.
+func TestSealedPrivateEntries(t *testing.T) {
+	rs := redistest.Start(t)
+	sealing := func(memory bool, seal bool) *Cache {
+		o := testOptions(rs.URL())
+		o.Redis.EncryptPrivate = seal
+		if !memory {
+			o.MemoryBytes = 0
+		}
+		return newCache(t, o, nil)
+	}
+	a := sealing(true, true)
+	up := &upstream{ttlMs: 60_000, scope: "private"}
+	alice := read("test://sealed", "alice")
+	text, _, _ := get(t, a, alice, up.fill(alice))
+	b := sealing(false, true)
+	eventually(t, func() bool { return tryGet(b, alice) }) // the write is asynchronous
+	if got, _, _ := get(t, b, alice, up.fill(alice)); got != text || up.calls.Load() != 1 {
+		t.Fatalf("replica b served alice %q (%d upstream calls)", got, up.calls.Load())
+	}
+	keys, _ := rs.Client().Keys(context.Background(), "*").Result()
+	var sealed []string
+	for _, k := range keys {
+		v, _ := rs.Client().Get(context.Background(), k).Bytes()
+		if bytes.Contains(v, []byte(strings.TrimPrefix(text, "for "))) {
+			t.Errorf("Redis holds the private answer in clear under %s", k)
+		}
+		if len(v) > 64 {
+			sealed = append(sealed, k)
+		}
+	}
+	bob := read("test://sealed", "bob")
+	if got, _, _ := get(t, b, bob, up.fill(bob)); strings.Contains(got, "alice") {
+		t.Errorf("bob was served %q", got)
+	}
+	// A sealed value tampered with (one byte of it flipped) is a miss for a
+	// sealing replica, filled again.
+	for _, k := range sealed {
+		v, _ := rs.Client().Get(context.Background(), k).Bytes()
+		v[len(v)-1] ^= 1
+		rs.Client().Set(context.Background(), k, v, time.Minute)
+	}
+	calls := up.calls.Load()
+	if got, _, _ := get(t, sealing(false, true), alice, up.fill(alice)); got == text || up.calls.Load() != calls+1 {
+		t.Errorf("a tampered sealed entry served %q (%d upstream calls)", got, up.calls.Load()-calls)
+	}
+	inRedisSealed := func() bool { return tryGet(sealing(false, true), alice) }
+	eventually(t, inRedisSealed)
+	// A replica that does not seal cannot open a sealed entry: a miss; and
+	// the private entry it writes in clear is one a sealing replica does
+	// not take.
+	plain := sealing(false, false)
+	calls = up.calls.Load()
+	if get(t, plain, alice, up.fill(alice)); up.calls.Load() != calls+1 {
+		t.Errorf("a replica that does not seal was served the sealed entry")
+	}
+	eventually(t, func() bool { return tryGet(sealing(false, false), alice) })
+	calls = up.calls.Load()
+	if get(t, sealing(false, true), alice, up.fill(alice)); up.calls.Load() != calls+1 {
+		t.Errorf("a sealing replica took a private entry written in clear")
+	}
+}
+
+// tryGet reports whether c answers r from the cache alone.
+func tryGet(c *Cache, r Request) bool {
+	_, err := c.Get(context.Background(), r, func(context.Context) (json.RawMessage, error) { return nil, errors.New("miss") })
+	return err == nil
+}
+
+// Concurrent misses of one key share one fill across credentials when the
+// answer is public, and never when it is private: each credential then gets
+// its own answer, filled for it.
+func TestCoalescingAcrossCredentials(t *testing.T) {
+	for _, scope := range []string{"public", "private"} {
+		c := newCache(t, testOptions(""), nil)
+		up := &upstream{ttlMs: 60_000, scope: scope, gate: make(chan struct{})}
+		tokens := []string{"alice", "bob", "carol"}
+		texts := make(chan [2]string, len(tokens))
+		for _, tok := range tokens {
+			r := read("test://shared-"+scope, tok)
+			go func() {
+				res, err := c.Get(context.Background(), r, up.fill(r))
+				if err != nil {
+					t.Error(err)
+				}
+				texts <- [2]string{tok, string(res)}
+			}()
+		}
+		awaitWaiters(t, c, len(tokens))
+		close(up.gate)
+		for range tokens {
+			got := <-texts
+			if scope == "private" && !strings.Contains(got[1], "Bearer "+got[0]) {
+				t.Errorf("private: %s was served %s", got[0], got[1])
+			}
+		}
+		want := int64(1)
+		if scope == "private" {
+			want = 3
+		}
+		if up.calls.Load() != want {
+			t.Errorf("%s: %d upstream calls for three credentials, want %d", scope, up.calls.Load(), want)
+		}
+	}
+}
+
+// Refresh ahead: a read in the last part of an entry's freshness is a hit,
+// and starts one background fill, so that the readers after its expiry hit
+// the refreshed entry; with refresh off, nothing is filled before expiry.
+func TestRefreshAheadKeepsAHotKeyHitting(t *testing.T) {
+	for _, mode := range []string{RefreshPublic, RefreshOff} {
+		o := testOptions("")
+		o.Refresh = mode
+		clk := newClock()
+		o.Clock = clk.now
+		c := newCache(t, o, nil)
+		up := &upstream{ttlMs: 10_000, scope: "public"}
+		r := read("test://hot", "")
+		get(t, c, r, up.fill(r))
+		clk.advance(9_600 * time.Millisecond) // in the last tenth
+		for i := 0; i < 5; i++ {
+			get(t, c, r, up.fill(r))
+		}
+		if mode == RefreshOff {
+			c.refreshes.Wait()
+			if up.calls.Load() != 1 {
+				t.Errorf("refresh off: %d upstream calls before expiry", up.calls.Load())
+			}
+			continue
+		}
+		eventually(t, func() bool { return up.calls.Load() == 2 })
+		c.refreshes.Wait()
+		clk.advance(1_000 * time.Millisecond) // past the first entry's expiry
+		if text, _, _ := get(t, c, r, up.fill(r)); !strings.Contains(text, "call 2") || up.calls.Load() != 2 {
+			t.Errorf("after expiry: %q, %d upstream calls; five readers near expiry made one refresh", text, up.calls.Load())
+		}
+	}
 }

@@ -165,8 +165,15 @@ func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th stri
 				continue
 			}
 			hdr, body, err := decodeRedis(b)
-			if err == nil && hdr.Sealed {
+			switch {
+			case err != nil:
+			case hdr.Sealed:
 				body, err = s.unseal(hdr, body)
+			case s.sealer != nil && hdr.Scope == mcp.ScopePrivate:
+				// Sealing is the promise for every private entry: one in
+				// clear was written by a replica that does not seal, or by
+				// someone with no business writing it.
+				err = errUnsealed
 			}
 			if err != nil {
 				continue
