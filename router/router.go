@@ -27,6 +27,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/namespace"
+	"github.com/manifold-mcp/manifold/internal/oauth"
 	"github.com/manifold-mcp/manifold/merge"
 	"github.com/manifold-mcp/manifold/upstream"
 )
@@ -108,7 +109,22 @@ func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage,
 		}
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not supported", req.Method)
 	}
-	set := callersSet(ctx, r.ups)
+	if consenting(req) {
+		sub, err := r.holds.resumeConsent(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		req = sub
+	}
+	res, err := r.route(ctx, callersSet(ctx, r.ups), m, req)
+	if cr, ok := oauth.IsConsent(err); ok {
+		return r.holds.askConsent(ctx, req, cr)
+	}
+	return res, err
+}
+
+// route serves req from set as its method's row says.
+func (r *Router) route(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request) (json.RawMessage, error) {
 	switch m.Route {
 	case mcp.RouteLocal:
 		return r.discover(ctx, set)
@@ -278,6 +294,13 @@ func principalKey(ctx context.Context, u *upstream.Upstream) string {
 // must carry, names and URIs namespaced, errors legal.
 func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Request, uri string) (json.RawMessage, error) {
 	resp, err := u.Call(ctx, req)
+	if _, consent := oauth.IsConsent(err); consent {
+		return nil, err // the caller's to be asked (Handle)
+	}
+	if errors.Is(err, oauth.ErrScopeRetries) {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for more scope again after %s consents; Manifold stopped asking", u.Name(), "repeated").
+			WithData(map[string]string{"upstream": u.Name()})
+	}
 	if err != nil {
 		return nil, &unavailableError{upstream: u.Name(), err: err}
 	}

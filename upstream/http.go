@@ -46,6 +46,9 @@ func httpClient(o Options) *http.Client {
 		tr.TLSClientConfig = o.TLS
 		rt = tr
 	}
+	if o.Authorize != nil {
+		rt = o.Authorize(rt)
+	}
 	return &http.Client{Transport: rt, CheckRedirect: redirectSameOrigin}
 }
 
@@ -93,7 +96,7 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		return false, ctx.Err()
 	}
 	if err != nil {
-		return true, nil
+		return !callerMustAct(err), nil
 	}
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:

@@ -37,6 +37,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/oauth"
 	"github.com/manifold-mcp/manifold/internal/panics"
 )
 
@@ -81,7 +82,15 @@ type Options struct {
 	// Manifold's own, configured with TLS; tests and tracing wrap or
 	// replace it.
 	Transport http.RoundTripper
-	TLS       *tls.Config
+	// Authorize, if set, wraps the transport: each request then goes with
+	// the credential of the caller it is made for (an OAuth client's).
+	Authorize func(http.RoundTripper) http.RoundTripper
+	// PerPrincipal says the server is reached with each caller's own
+	// credential (Authorize, OAuth mode user): nothing is asked of it
+	// without a caller, so it is neither probed at start nor watched in
+	// the background.
+	PerPrincipal bool
+	TLS          *tls.Config
 	// Retries is how many times an idempotent HTTP call is sent again
 	// after a connection error or a 429/502/503/504.
 	Retries int
@@ -404,6 +413,10 @@ func (u *Upstream) MayAsk() bool {
 	return u.sess == nil || !u.sess.Modern
 }
 
+// PerPrincipal reports whether the server is reached with each caller's
+// own credential (Options.PerPrincipal): it is watched only for callers.
+func (u *Upstream) PerPrincipal() bool { return u.o.PerPrincipal }
+
 // Exposes reports whether the server's name in list (tools/list,
 // prompts/list) is served through Manifold.
 func (u *Upstream) Exposes(list, name string) bool {
@@ -451,7 +464,9 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 		defer cancel()
 		s, err := u.negotiate(pctx)
 		if err != nil {
-			u.health.failure(err)
+			if !callerMustAct(err) {
+				u.health.failure(err)
+			}
 			return nil, err
 		}
 		u.health.success()
@@ -474,6 +489,14 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("upstream %s: waiting for negotiation: %w", u.o.Name, ctx.Err())
 	}
+}
+
+// callerMustAct reports a failure that says nothing of the server's
+// health: its caller must act first (consent to the server's use on its
+// behalf).
+func callerMustAct(err error) bool {
+	_, consent := oauth.IsConsent(err)
+	return consent
 }
 
 // forget drops s if it is still current, so the next call negotiates again.
@@ -507,8 +530,8 @@ func (u *Upstream) negotiate(ctx context.Context) (*session, error) {
 	pctx, cancel := context.WithTimeout(ctx, min(probeTimeout, u.o.Timeout))
 	s, err := u.discover(pctx, gen)
 	cancel()
-	if err == nil {
-		return s, nil
+	if err == nil || callerMustAct(err) {
+		return s, err
 	}
 	if ctx.Err() != nil {
 		return nil, err
@@ -718,6 +741,9 @@ func answerOf(ctx context.Context, q *jsonrpc.Message, ask mcp.Ask) *jsonrpc.Mes
 // list changes always, and the URIs given to Watch. Events go to
 // Options.OnEvent.
 func (u *Upstream) StartWatching() {
+	if u.o.PerPrincipal {
+		return // no caller to watch as
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	u.stopWatch = cancel
 	u.watchDone = make(chan struct{})

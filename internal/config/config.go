@@ -27,6 +27,9 @@ import (
 type Config struct {
 	// Listen is the address of the downstream endpoint (POST /mcp).
 	Listen string `yaml:"listen"`
+	// PublicURL is Manifold's external base URL, as its users' browsers
+	// reach it: its OAuth callback is PublicURL + /oauth/callback.
+	PublicURL string `yaml:"public_url"`
 	// Namespace is "prefix" (URIs become upstream+uri) or "none".
 	Namespace string `yaml:"namespace"`
 	// AllowedOrigins are Origin values accepted besides loopback ones.
@@ -318,6 +321,26 @@ type Upstream struct {
 	// Access, when set, shows the upstream only to principals with a
 	// matching claim (any rule); to the others it does not exist.
 	Access []AccessRule `yaml:"access"`
+	// OAuth makes Manifold the upstream's OAuth client.
+	OAuth *OAuth `yaml:"oauth"`
+}
+
+// OAuth configures Manifold as the OAuth client of an upstream: per
+// principal after the user's consent (mode user), or as itself
+// (client_credentials).
+type OAuth struct {
+	Mode string `yaml:"mode"`
+	// ClientID (and ClientSecret) are a registration made beforehand;
+	// PrivateKeyFile, with ClientID, authenticates client_credentials
+	// with private_key_jwt.
+	ClientID       string `yaml:"client_id"`
+	ClientSecret   string `yaml:"client_secret"`
+	PrivateKeyFile string `yaml:"private_key_file"`
+	// ClientMetadataURL is Manifold's Client ID Metadata Document.
+	ClientMetadataURL string `yaml:"client_metadata_url"`
+	// Scopes are asked for when neither the server's challenge nor its
+	// metadata names any.
+	Scopes []string `yaml:"scopes"`
 }
 
 // Filter selects names by glob (path.Match syntax, on the upstream's own

@@ -69,6 +69,12 @@ func TestParseProblemsNamePaths(t *testing.T) {
 		{"auth: {jwt: {audiences: [a]}}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.jwt.issuer: is required"},
 		{"auth: {bearer_tokens: [static-token-0123456789]}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.authorization_servers: must name at least one authorization server"},
 		{"sessions: {max: 10, max_per_principal: 11}\nupstreams: [{name: a, url: http://x/mcp}]", "sessions.max_per_principal: must be at least 1 and at most sessions.max (10)"},
+		{"upstreams: [{name: a, url: http://x/mcp, oauth: {mode: user}}]", "upstreams[0].oauth.mode: user keeps a token per principal, so it needs downstream authentication"},
+		{"auth: {bearer_tokens: [static-token-0123456789], authorization_servers: [https://as]}\nupstreams: [{name: a, url: http://x/mcp, oauth: {mode: user}}]", "public_url: is required with an upstream of oauth mode user"},
+		{"public_url: http://manifold.example.com\nauth: {bearer_tokens: [static-token-0123456789], authorization_servers: [https://as]}\nupstreams: [{name: a, url: http://x/mcp, oauth: {mode: user}}]", "public_url: must be https outside loopback"},
+		{"upstreams: [{name: a, url: http://x/mcp, oauth: {mode: client_credentials}}]", "upstreams[0].oauth.client_id: is required with mode client_credentials"},
+		{"upstreams: [{name: a, url: http://x/mcp, oauth: {mode: device}}]", "upstreams[0].oauth.mode: must be user or client_credentials"},
+		{"upstreams: [{name: a, url: http://x/mcp, forward_headers: [authorization], oauth: {mode: client_credentials, client_id: c, client_secret: s}}]", "upstreams[0].forward_headers: must not forward Authorization to an OAuth upstream"},
 		{"", "the file is empty"},
 		{"listen: [", "not valid YAML"},
 	} {

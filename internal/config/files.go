@@ -33,6 +33,9 @@ func (c *Config) resolvePaths(folder string) {
 			}
 		}
 		u.TLS.CAFile, u.TLS.CertFile, u.TLS.KeyFile = abs(u.TLS.CAFile), abs(u.TLS.CertFile), abs(u.TLS.KeyFile)
+		if u.OAuth != nil {
+			u.OAuth.PrivateKeyFile = abs(u.OAuth.PrivateKeyFile)
+		}
 	}
 }
 
@@ -59,6 +62,9 @@ func (c *Config) checkFiles() []Problem {
 			} else {
 				fh.Close()
 			}
+		}
+		if u.OAuth != nil {
+			checkKeyFile(at+"oauth", u.OAuth.PrivateKeyFile, &ps)
 		}
 	}
 	return ps

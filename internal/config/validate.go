@@ -192,6 +192,7 @@ func (c *Config) validate() []Problem {
 	c.Limits.PerPrincipal.validate(&ps, "limits.per_principal")
 	c.Limits.PerUpstream.validate(&ps, "limits.per_upstream")
 	c.validateUpstreams(&ps)
+	c.validateOAuth(&ps)
 	return ps
 }
 

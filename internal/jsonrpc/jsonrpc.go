@@ -38,6 +38,9 @@ const (
 	// CodeLegacyResourceNotFound is what servers of 2025-11-25 and earlier
 	// answer for an unknown resource. It must never leave Manifold.
 	CodeLegacyResourceNotFound = -32002
+	// CodeURLElicitationRequired is 2025-11-25's "open this URL first"
+	// (2026-07-28 asks with input_required instead).
+	CodeURLElicitationRequired = -32042
 )
 
 // Message is any JSON-RPC message: a request (Method and ID), a notification

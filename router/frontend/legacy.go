@@ -353,7 +353,7 @@ func (l *Legacy) askAll(ctx context.Context, s *session.Session, res jsonrpc.Obj
 		if _, ok := caps[mcp.Questions[q.Method]]; !ok {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the request needs the %s capability, which the client did not declare", mcp.Questions[q.Method])
 		}
-		result, rpcErr := l.ask(ctx, s, q.Method, q.Params, w)
+		result, rpcErr := l.ask(ctx, s, q.Method, withElicitationID(q.Method, q.Params), w)
 		if rpcErr != nil {
 			return nil, rpcErr
 		}
@@ -486,9 +486,25 @@ func legacyResult(obj jsonrpc.Object, raw json.RawMessage) json.RawMessage {
 	return obj.Marshal()
 }
 
+// withElicitationID gives a URL-mode elicitation the elicitationId
+// 2025-11-25 requires (2026-07-28 has none).
+func withElicitationID(method string, params json.RawMessage) json.RawMessage {
+	p, err := jsonrpc.ParseObject(params)
+	if method != "elicitation/create" || err != nil || p.String("mode") != "url" || p["elicitationId"] != nil {
+		return params
+	}
+	_ = p.Set("elicitationId", session.NewID())
+	return p.Marshal()
+}
+
 // legacyError gives an error the legacy revisions' codes: a resource that
-// does not exist is -32002.
+// does not exist is -32002; a URL the user must open, which the client
+// cannot be asked to (-32021 naming it), is -32042, URL elicitation
+// required.
 func legacyError(method string, e *jsonrpc.Error) *jsonrpc.Error {
+	if e.Code == jsonrpc.CodeMissingCapability {
+		return urlElicitationRequired(e)
+	}
 	if method != mcp.MethodResourcesRead || e.Code != jsonrpc.CodeInvalidParams {
 		return e
 	}
@@ -499,6 +515,19 @@ func legacyError(method string, e *jsonrpc.Error) *jsonrpc.Error {
 	c := *e
 	c.Code = jsonrpc.CodeLegacyResourceNotFound
 	return &c
+}
+
+// urlElicitationRequired is the legacy form of a consent the client
+// cannot be asked for: -32042 with the URL to open.
+func urlElicitationRequired(e *jsonrpc.Error) *jsonrpc.Error {
+	data, err := jsonrpc.ParseObject(e.Data)
+	if err != nil || data.String("url") == "" {
+		return e
+	}
+	c := jsonrpc.Errorf(jsonrpc.CodeURLElicitationRequired, "%s", e.Message)
+	return c.WithData(map[string]any{"elicitations": []map[string]string{{
+		"mode": "url", "elicitationId": session.NewID(), "url": data.String("url"), "message": data.String("message"),
+	}}})
 }
 
 // Notifications delivers session id's subscriptions with send, as legacy

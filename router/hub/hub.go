@@ -468,18 +468,23 @@ func canSubscribe(c mcp.Capabilities) bool { return c.Resources != nil && c.Reso
 
 // targets maps a namespaced URI to the upstreams that can tell of its
 // changes, with the upstream's own URI. Without namespaces every upstream
-// that can subscribe watches it.
+// that can subscribe watches it. An upstream reached with each caller's own
+// credential has no watch of its own to tell.
 func targets(uri string, caps map[string]mcp.Capabilities, set *upstream.Set, ns namespace.Namespace) map[string]string {
 	out := map[string]string{}
+	watches := func(name string) bool {
+		u := set.Get(name)
+		c, known := caps[name]
+		return u != nil && !u.PerPrincipal() && known && canSubscribe(c)
+	}
 	if ns.Prefix {
-		name, inner, ok := ns.Split(uri)
-		if c, known := caps[name]; ok && known && canSubscribe(c) {
+		if name, inner, ok := ns.Split(uri); ok && watches(name) {
 			out[name] = inner
 		}
 		return out
 	}
 	for _, u := range set.All() {
-		if c, known := caps[u.Name()]; known && canSubscribe(c) {
+		if watches(u.Name()) {
 			out[u.Name()] = uri
 		}
 	}

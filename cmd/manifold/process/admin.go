@@ -199,7 +199,9 @@ func (p *Process) readiness(a audience) readiness {
 	some := false
 	for _, u := range p.upstreams.Load().All() {
 		st := u.Status()
-		ready := st.State == upstream.Ready
+		// One reached as each caller waits for its callers: not yet
+		// reached is not down.
+		ready := st.State == upstream.Ready || (u.PerPrincipal() && st.State == upstream.Connecting)
 		some = some || ready
 		if required[u.Name()] && !ready {
 			r.Ready = false

@@ -21,6 +21,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +57,7 @@ type Process struct {
 	limits    *limits
 	audit     *audit.Log    // nil without audit.file
 	resource  auth.Resource // the protected resource metadata
+	oauth     *oauthClients // the upstreams' OAuth clients
 	http      *http.Server
 	admin     *http.Server // nil without admin.listen
 	reloadMu  sync.Mutex   // one reload at a time; guards cfg's upstreams and started
@@ -192,10 +195,25 @@ func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
 		mux.Handle(auth.MetadataPath, metadata)
 		mux.Handle(auth.MetadataPath+"/mcp", metadata)
 	}
+	if p.cfg.PublicURL != "" {
+		// Open to all (the user's browser carries no caller credential);
+		// its host is public_url's.
+		mux.Handle(config.CallbackPath, frontend.Chain(http.HandlerFunc(p.oauth.callback), frontend.Recover(p.log),
+			frontend.CheckHost(append(slices.Clip(p.cfg.AllowedHosts), publicHost(p.cfg.PublicURL)))))
+	}
 	if p.cfg.Admin.Listen == "" {
 		p.ops(mux, false)
 	}
 	return mux
+}
+
+// publicHost is the host of the public URL.
+func publicHost(public string) string {
+	u, err := url.Parse(public)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
 }
 
 // Handler is the main listener's HTTP handler: /mcp, and the operational
@@ -279,7 +297,9 @@ func (p *Process) setRequired(ucs []config.Upstream) {
 func (p *Process) startUpstreams(ctx context.Context, ups []*upstream.Upstream) {
 	for _, u := range ups {
 		u.StartWatching()
-		go func() { _, _ = u.Info(ctx) }()
+		if !u.PerPrincipal() { // one reached as each caller waits for one
+			go func() { _, _ = u.Info(ctx) }()
+		}
 	}
 }
 
@@ -334,7 +354,8 @@ func (p *Process) provisionGuards() error {
 		return err
 	}
 	p.limits = newLimits(p.cfg, p.log, p.metrics.reg)
-	return nil
+	p.oauth, err = newOAuthClients(p.cfg, p.log)
+	return err
 }
 
 // closeGuards closes the audit log (writing what is queued) and the rate

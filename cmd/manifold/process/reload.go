@@ -90,6 +90,7 @@ func (p *Process) swapUpstreams(ctx context.Context, ucs []config.Upstream) erro
 			retired = append(retired, u)
 			if next.Get(u.Name()) == nil {
 				removed = append(removed, u.Name())
+				p.oauth.forget(u.Name())
 			}
 		}
 	}

@@ -1,0 +1,109 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+)
+
+// OAuth modes.
+const (
+	OAuthUser              = "user"
+	OAuthClientCredentials = "client_credentials"
+)
+
+// validateOAuth checks each upstream's oauth and what it needs of the rest:
+// mode user keys tokens by principal (so downstream authentication) and
+// sends browsers back to public_url (https outside loopback).
+func (c *Config) validateOAuth(ps *problems) {
+	users := false
+	for i, u := range c.Upstreams {
+		if u.OAuth == nil {
+			continue
+		}
+		at := fmt.Sprintf("upstreams[%d].oauth", i)
+		o := u.OAuth
+		switch o.Mode {
+		case OAuthUser:
+			users = true
+			if !c.Auth.Enabled() {
+				ps.add(at+".mode", "user keeps a token per principal, so it needs downstream authentication (auth)")
+			}
+		case OAuthClientCredentials:
+			if o.ClientID == "" {
+				ps.add(at+".client_id", "is required with mode client_credentials")
+			} else if o.ClientSecret == "" && o.PrivateKeyFile == "" {
+				ps.add(at+".client_secret", "client_credentials needs client_secret or private_key_file")
+			}
+		default:
+			ps.add(at+".mode", "must be user or client_credentials, not %q", o.Mode)
+		}
+		if u.IsStdio() {
+			ps.add(at, "only an HTTP upstream can be an OAuth-protected resource")
+		}
+		if o.ClientSecret != "" && o.ClientID == "" {
+			ps.add(at+".client_secret", "needs client_id")
+		}
+		if o.PrivateKeyFile != "" && o.ClientSecret != "" {
+			ps.add(at+".private_key_file", "client_secret and private_key_file are exclusive")
+		}
+		if o.ClientMetadataURL != "" && !isHTTPSURL(o.ClientMetadataURL) {
+			ps.add(at+".client_metadata_url", "must be an https URL with a path, not %q", o.ClientMetadataURL)
+		}
+		if slices.ContainsFunc(u.ForwardHeaders, func(h string) bool { return strings.EqualFold(h, "Authorization") }) {
+			ps.add(fmt.Sprintf("upstreams[%d].forward_headers", i), "must not forward Authorization to an OAuth upstream: the caller's token is not for it")
+		}
+	}
+	if users {
+		c.validatePublicURL(ps)
+	}
+}
+
+// validatePublicURL checks the base URL a user's browser comes back to.
+func (c *Config) validatePublicURL(ps *problems) {
+	if c.PublicURL == "" {
+		ps.add("public_url", "is required with an upstream of oauth mode user: the authorization server sends the user back to {public_url}/oauth/callback")
+		return
+	}
+	p, err := url.Parse(c.PublicURL)
+	switch {
+	case err != nil || p.Host == "" || (p.Scheme != "https" && p.Scheme != "http"):
+		ps.add("public_url", "must be an absolute http(s) URL, not %q", c.PublicURL)
+	case p.Scheme == "http" && !loopbackHost(p.Hostname()):
+		ps.add("public_url", "must be https outside loopback: the callback carries authorization codes")
+	case p.RawQuery != "" || p.Fragment != "":
+		ps.add("public_url", "must have no query or fragment")
+	}
+}
+
+func loopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+func isHTTPSURL(s string) bool {
+	p, err := url.Parse(s)
+	return err == nil && p.Scheme == "https" && p.Host != "" && p.Path != "" && p.Path != "/"
+}
+
+// checkKeyFile reports an unreadable private_key_file.
+func checkKeyFile(at, path string, ps *problems) {
+	if path == "" {
+		return
+	}
+	if _, err := os.ReadFile(path); err != nil {
+		ps.add(at+".private_key_file", "%v", plain(err))
+	}
+}
+
+// CallbackPath is where an authorization server sends a user back.
+const CallbackPath = "/oauth/callback"
+
+// CallbackURL is Manifold's OAuth redirect URI.
+func (c *Config) CallbackURL() string { return strings.TrimSuffix(c.PublicURL, "/") + CallbackPath }

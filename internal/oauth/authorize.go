@@ -1,0 +1,161 @@
+package oauth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// pending is an authorization waiting for its callback: everything the
+// code exchange needs, found by the state alone (the callback carries no
+// caller credential), bound to the principal it was made for.
+type pending struct {
+	Upstream  string       `json:"u"`
+	Digest    string       `json:"d"` // the client configuration it was made under
+	Principal string       `json:"p"` // whose tokens the exchange stores
+	Verifier  string       `json:"v"`
+	Issuer    string       `json:"iss"`
+	IssParam  bool         `json:"ip"` // the server says it sends iss (RFC 9207)
+	Scopes    []string     `json:"s,omitempty"`
+	Resource  string       `json:"r"` // the RFC 8707 resource asked for
+	Token     string       `json:"t"` // the token endpoint
+	Reg       registration `json:"g"`
+}
+
+// consent makes the authorization request of principal for scopes with the
+// server discovery found, keeps it pending, and returns the URL its user
+// must open.
+func (c *Client) consent(ctx context.Context, principal string, d *discovery, scopes []string) (*ConsentRequired, error) {
+	reg, err := c.register(ctx, d.server)
+	if err != nil {
+		return nil, err
+	}
+	if d.server.AuthorizationEndpoint == "" {
+		return nil, fmt.Errorf("authorization server %s names no authorization endpoint", d.server.Issuer)
+	}
+	if contains(d.server.ScopesSupported, "offline_access") && len(scopes) > 0 && !contains(scopes, "offline_access") {
+		// A refresh token, so the user is not asked again when the
+		// access token expires.
+		scopes = append(slices.Clip(scopes), "offline_access")
+	}
+	state, verifier := randomToken(), randomToken()
+	p := pending{Upstream: c.o.Upstream, Digest: c.digest, Principal: principal, Verifier: verifier, Issuer: d.server.Issuer,
+		IssParam: d.server.IssParameterSupported, Scopes: scopes, Resource: d.resource, Token: d.server.TokenEndpoint, Reg: reg}
+	if err := c.save(ctx, pendingKey(state), "", p, pendingTTL); err != nil {
+		return nil, fmt.Errorf("keeping the pending authorization: %w", err)
+	}
+	q := url.Values{}
+	q.Set("response_type", "code")
+	q.Set("client_id", reg.ClientID)
+	q.Set("redirect_uri", c.o.RedirectURI)
+	q.Set("state", state)
+	q.Set("code_challenge", challengeOf(verifier))
+	q.Set("code_challenge_method", "S256")
+	q.Set("resource", d.resource)
+	if len(scopes) > 0 {
+		q.Set("scope", strings.Join(scopes, " "))
+	}
+	sep := "?"
+	if strings.Contains(d.server.AuthorizationEndpoint, "?") {
+		sep = "&"
+	}
+	return &ConsentRequired{Upstream: c.o.Upstream, URL: d.server.AuthorizationEndpoint + sep + q.Encode()}, nil
+}
+
+func pendingKey(state string) string {
+	sum := sha256.Sum256([]byte(state))
+	return "pend:" + base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// randomToken is 256 random bits, URL-safe: a state or a PKCE verifier.
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// challengeOf is the PKCE S256 challenge of verifier (RFC 7636 §4.2).
+func challengeOf(verifier string) string {
+	sum := sha256.Sum256([]byte(verifier))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// Errors of a callback; none of them says anything of the principal.
+var (
+	ErrUnknownState = errors.New("unknown, expired or used authorization")
+	ErrIssuer       = errors.New("the authorization response's issuer is not the one asked")
+	ErrDenied       = errors.New("the authorization server did not grant access")
+)
+
+// PendingUpstream returns the upstream a callback's state is for, without
+// spending it, so the process can hand the callback to that upstream's
+// client; ok is false for a state nobody issued.
+func PendingUpstream(ctx context.Context, store Store, secret []byte, state string) (upstream string, ok bool) {
+	b, err := store.Get(ctx, pendingKey(state))
+	if err != nil {
+		return "", false
+	}
+	v, err := sealer{secret: secret}.open("", pendingKey(state), b)
+	if err != nil {
+		return "", false
+	}
+	var p pending
+	if err := unmarshal(v, &p); err != nil {
+		return "", false
+	}
+	return p.Upstream, true
+}
+
+// Callback completes the authorization the state names with the
+// authorization server's answer q (the callback's query): the state is
+// spent whatever happens; the issuer is checked (RFC 9207), the code
+// exchanged, and the tokens stored for the principal it was made for.
+func (c *Client) Callback(ctx context.Context, q url.Values) error {
+	var p pending
+	if err := c.take(ctx, pendingKey(q.Get("state")), "", &p); err != nil {
+		return ErrUnknownState
+	}
+	if p.Upstream != c.o.Upstream || p.Digest != c.digest {
+		return ErrUnknownState // made for a configuration a reload replaced
+	}
+	if err := checkIssuer(p, q); err != nil {
+		return err
+	}
+	if e := q.Get("error"); e != "" {
+		return fmt.Errorf("%w: %s", ErrDenied, e)
+	}
+	code := q.Get("code")
+	if code == "" {
+		return fmt.Errorf("%w: no code", ErrDenied)
+	}
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {c.o.RedirectURI},
+		"code_verifier": {p.Verifier}, "resource": {p.Resource}}
+	g, err := c.requestToken(ctx, p.Token, p.Reg, form)
+	if err != nil {
+		return err
+	}
+	g.Resource = p.Resource
+	if len(g.Scopes) == 0 {
+		g.Scopes = p.Scopes
+	}
+	return c.keep(ctx, p.Principal, g)
+}
+
+// checkIssuer is RFC 9207: the iss of the response is the issuer asked,
+// compared as a string; a server that says it sends iss must have.
+func checkIssuer(p pending, q url.Values) error {
+	iss, present := q["iss"]
+	switch {
+	case present && (len(iss) != 1 || iss[0] != p.Issuer):
+		return ErrIssuer
+	case !present && p.IssParam:
+		return fmt.Errorf("%w: the server advertises iss and sent none", ErrIssuer)
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+package oauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/manifold-mcp/manifold/internal/auth"
+)
+
+// Client is the OAuth client of one upstream. It is safe for concurrent
+// use, and its Transport carries the upstream's HTTP requests.
+type Client struct {
+	o      Options
+	log    *slog.Logger
+	seal   sealer
+	digest string // of the configuration: what it stored is its alone
+	base   http.RoundTripper
+
+	refresh singleflight.Group // one refresh (or client_credentials grant) per principal
+
+	mu     sync.Mutex
+	grants map[string]*grant // principal → its grant, in front of the store
+	// stepUps counts, per principal, the consents asked for more scope
+	// since its last request the server accepted.
+	stepUps map[string]int
+}
+
+// maxGrantsInMemory bounds the grants a replica keeps in front of the
+// store; past it, the map starts again (the store still has them).
+const maxGrantsInMemory = 100_000
+
+// New returns the client of o.Upstream; secret seals what it stores (it
+// must be the same on every replica that shares the store).
+func New(o Options, secret []byte) *Client {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.HTTP == nil {
+		o.HTTP = http.DefaultClient
+	}
+	if o.ClientName == "" {
+		o.ClientName = "Manifold"
+	}
+	return &Client{o: o, log: o.Logger.With("upstream", o.Upstream), seal: sealer{secret: secret}, digest: configDigest(o),
+		grants: map[string]*grant{}, stepUps: map[string]int{}}
+}
+
+// configDigest names a configuration: a reload that changes it leaves the
+// tokens and registrations of the one before out of reach.
+func configDigest(o Options) string {
+	h := sha256.New()
+	for _, s := range append([]string{o.Upstream, o.Resource, o.Mode, o.ClientID, o.ClientSecret, o.MetadataURL, o.RedirectURI}, o.Scopes...) {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	if o.PrivateKey != nil {
+		fmt.Fprintf(h, "%v", o.PrivateKey.Public())
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// principalOf names, in keys, whose tokens a request uses: the caller's
+// principal (as a digest) in mode user, Manifold itself with client
+// credentials.
+func (c *Client) principalOf(ctx context.Context) (string, error) {
+	if c.o.Mode == ModeClientCredentials {
+		return "manifold", nil
+	}
+	p := auth.From(ctx)
+	if p == nil {
+		return "", errors.New("oauth mode user needs an authenticated caller")
+	}
+	sum := sha256.Sum256([]byte(p.ID))
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+// save seals v (as JSON) for principal under key.
+func (c *Client) save(ctx context.Context, key, principal string, v any, ttl time.Duration) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	sealed, err := c.seal.seal(principal, key, b)
+	if err != nil {
+		return err
+	}
+	return c.o.Store.Set(ctx, key, sealed, ttl)
+}
+
+// load opens what save stored under key for principal.
+func (c *Client) load(ctx context.Context, key, principal string, v any) error {
+	b, err := c.o.Store.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	return c.open(b, key, principal, v)
+}
+
+// take is load, once.
+func (c *Client) take(ctx context.Context, key, principal string, v any) error {
+	b, err := c.o.Store.Take(ctx, key)
+	if err != nil {
+		return err
+	}
+	return c.open(b, key, principal, v)
+}
+
+func (c *Client) open(sealed []byte, key, principal string, v any) error {
+	b, err := c.seal.open(principal, key, sealed)
+	if err != nil {
+		return err
+	}
+	return unmarshal(b, v)
+}
+
+func unmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// grantKey is where principal's grant is stored.
+func (c *Client) grantKey(principal string) string {
+	return "tok:" + c.o.Upstream + ":" + c.digest + ":" + principal
+}
+
+// Forget drops every token this replica holds in memory (the store's
+// expire on their own): for a reload that replaced the client.
+func (c *Client) Forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.grants = map[string]*grant{}
+}
+
+// stepUp counts a consent for more scope; it reports false past the bound.
+func (c *Client) stepUp(principal string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.stepUps) >= maxGrantsInMemory {
+		c.stepUps = map[string]int{}
+	}
+	c.stepUps[principal]++
+	return c.stepUps[principal] <= maxStepUps
+}
+
+func (c *Client) accepted(principal string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.stepUps, principal)
+}
+
+// scopesHeld is what principal's grant covers.
+func (c *Client) scopesHeld(principal string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.grants[principal]; g != nil {
+		return g.Scopes
+	}
+	return nil
+}
+
+// union is a and b without repeats, in order.
+func union(a, b []string) []string {
+	out := append([]string(nil), a...)
+	for _, s := range b {
+		if !contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// redact keeps the part of a token-bearing text that names no token.
+func redact(s string) string {
+	if i := strings.Index(s, "access_token"); i >= 0 {
+		return s[:i] + "…"
+	}
+	return s
+}

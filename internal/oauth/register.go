@@ -1,0 +1,117 @@
+package oauth
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// registration is the client's registration with one authorization server:
+// a client id is the issuer's alone, and never shown to another.
+type registration struct {
+	Issuer       string `json:"iss"`
+	ClientID     string `json:"id"`
+	ClientSecret string `json:"secret,omitempty"`
+	// AuthMethod is how the client authenticates at the token endpoint:
+	// client_secret_basic, client_secret_post, none, private_key_jwt.
+	AuthMethod string `json:"auth"`
+}
+
+// register returns the client's registration with as, in the order the
+// MCP authorization specification gives: the configured client id, else
+// the Client ID Metadata Document where the server supports it, else
+// dynamic client registration (kept in the store, per issuer, for every
+// replica).
+func (c *Client) register(ctx context.Context, as *serverMetadata) (registration, error) {
+	switch {
+	case c.o.ClientID != "":
+		return registration{Issuer: as.Issuer, ClientID: c.o.ClientID, ClientSecret: c.o.ClientSecret, AuthMethod: c.authMethod(as, c.o.ClientSecret != "")}, nil
+	case c.o.MetadataURL != "" && as.ClientIDMetadataDocumentSupported:
+		return registration{Issuer: as.Issuer, ClientID: c.o.MetadataURL, AuthMethod: "none"}, nil
+	case as.RegistrationEndpoint == "":
+		return registration{}, fmt.Errorf("authorization server %s offers no dynamic registration, and no client_id is configured", as.Issuer)
+	}
+	key := "reg:" + c.digest + ":" + as.Issuer
+	var reg registration
+	if err := c.load(ctx, key, "", &reg); err == nil {
+		return reg, nil
+	}
+	reg, err := c.registerDynamically(ctx, as)
+	if err != nil {
+		return registration{}, err
+	}
+	if err := c.save(ctx, key, "", reg, registrationTTL); err != nil {
+		c.log.Warn("oauth: keeping a registration failed; the next one registers again", "err", err)
+	}
+	return reg, nil
+}
+
+// registrationTTL is how long a dynamic registration is kept.
+const registrationTTL = 30 * 24 * time.Hour
+
+// authMethod chooses how to authenticate at as's token endpoint: with a
+// secret, client_secret_basic unless the server supports only
+// client_secret_post; without one, none.
+func (c *Client) authMethod(as *serverMetadata, secret bool) string {
+	switch {
+	case !secret:
+		return "none"
+	case len(as.TokenEndpointAuthMethodsSupported) == 0 || contains(as.TokenEndpointAuthMethodsSupported, "client_secret_basic"):
+		return "client_secret_basic"
+	case contains(as.TokenEndpointAuthMethodsSupported, "client_secret_post"):
+		return "client_secret_post"
+	}
+	return "client_secret_basic"
+}
+
+// registerDynamically registers with RFC 7591, as a web application whose
+// redirect is Manifold's callback.
+func (c *Client) registerDynamically(ctx context.Context, as *serverMetadata) (registration, error) {
+	method := "none"
+	if m := as.TokenEndpointAuthMethodsSupported; len(m) > 0 && !contains(m, "none") {
+		method = c.authMethod(as, true)
+	}
+	body, _ := json.Marshal(map[string]any{
+		"client_name":                c.o.ClientName,
+		"redirect_uris":              []string{c.o.RedirectURI},
+		"grant_types":                []string{"authorization_code", "refresh_token"},
+		"response_types":             []string{"code"},
+		"token_endpoint_auth_method": method,
+		"application_type":           "web",
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, as.RegistrationEndpoint, bytes.NewReader(body))
+	if err != nil {
+		return registration{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.o.HTTP.Do(req)
+	if err != nil {
+		return registration{}, fmt.Errorf("registering with %s: %w", as.Issuer, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return registration{}, fmt.Errorf("registering with %s: HTTP %d: %s", as.Issuer, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	var r struct {
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+		AuthMethod   string `json:"token_endpoint_auth_method"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetadataBytes)).Decode(&r); err != nil || r.ClientID == "" {
+		return registration{}, fmt.Errorf("registering with %s: no client_id in the answer", as.Issuer)
+	}
+	reg := registration{Issuer: as.Issuer, ClientID: r.ClientID, ClientSecret: r.ClientSecret, AuthMethod: r.AuthMethod}
+	if reg.AuthMethod == "" {
+		reg.AuthMethod = method
+		if r.ClientSecret != "" && method == "none" {
+			reg.AuthMethod = "client_secret_basic"
+		}
+	}
+	return reg, nil
+}

@@ -1,0 +1,133 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// Transport is the RoundTripper of the upstream's requests: each goes with
+// the token of the principal it is made for (the caller's, from its
+// context), and a refusal (401) is answered by the flow the MCP
+// authorization specification gives, ending in a *ConsentRequired for the
+// caller when its user must consent.
+func (c *Client) Transport(base http.RoundTripper) http.RoundTripper {
+	return roundTripper{c: c, base: base}
+}
+
+type roundTripper struct {
+	c    *Client
+	base http.RoundTripper
+}
+
+func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := t.c
+	ctx := req.Context()
+	principal, err := c.principalOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g, err := c.current(ctx, principal)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := t.send(req, g)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized && g != nil && c.o.Mode == ModeClientCredentials:
+		// Refused: a new grant, once.
+		drain(resp)
+		c.drop(ctx, principal)
+		if g, err = c.renew(ctx, principal, nil); err != nil {
+			return nil, err
+		}
+		return t.send(req, g)
+	case resp.StatusCode == http.StatusUnauthorized && g != nil && g.Refresh != "":
+		// Refused although not expired: refresh, and try once more.
+		drain(resp)
+		if g, _ = c.renew(ctx, principal, g); g != nil {
+			if resp, err = t.send(req, g); err != nil || resp.StatusCode != http.StatusUnauthorized {
+				return resp, err
+			}
+			drain(resp)
+		}
+		return nil, c.askConsent(ctx, principal, parseChallenge(resp.Header), nil)
+	case resp.StatusCode == http.StatusUnauthorized && c.o.Mode == ModeUser:
+		drain(resp)
+		if g != nil {
+			c.drop(ctx, principal)
+		}
+		return nil, c.askConsent(ctx, principal, parseChallenge(resp.Header), nil)
+	case resp.StatusCode == http.StatusForbidden && c.o.Mode == ModeUser && g != nil:
+		ch := parseChallenge(resp.Header)
+		if ch.Error != "insufficient_scope" {
+			return resp, nil
+		}
+		drain(resp)
+		if !c.stepUp(principal) {
+			return nil, fmt.Errorf("upstream %s: %w", c.o.Upstream, ErrScopeRetries)
+		}
+		return nil, c.askConsent(ctx, principal, ch, g.Scopes)
+	case resp.StatusCode/100 == 2:
+		c.accepted(principal)
+	}
+	return resp, nil
+}
+
+// send sends req with g's token (or none).
+func (t roundTripper) send(req *http.Request, g *grant) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	if req.GetBody != nil {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = body
+	}
+	r.Header.Del("Authorization") // never a caller's credential: the spec forbids passing it through
+	if g != nil {
+		r.Header.Set("Authorization", "Bearer "+g.Access)
+	}
+	return t.base.RoundTrip(r)
+}
+
+// askConsent discovers where the principal's user must consent (for the
+// scopes the challenge names, with those held), and returns the
+// *ConsentRequired that asks it.
+func (c *Client) askConsent(ctx context.Context, principal string, ch challenge, held []string) error {
+	if c.o.Mode != ModeUser {
+		return fmt.Errorf("upstream %s refused Manifold's own token", c.o.Upstream)
+	}
+	d, err := c.discover(ctx, ch)
+	if err != nil {
+		return fmt.Errorf("upstream %s: authorization discovery: %w", c.o.Upstream, err)
+	}
+	scopes := d.scopes
+	if len(scopes) == 0 {
+		scopes = c.o.Scopes
+	}
+	if held != nil {
+		scopes = union(held, scopes)
+	}
+	cr, err := c.consent(ctx, principal, d, scopes)
+	if err != nil {
+		return fmt.Errorf("upstream %s: %w", c.o.Upstream, err)
+	}
+	return cr
+}
+
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+}
+
+// IsConsent reports whether err asks for a user's consent.
+func IsConsent(err error) (*ConsentRequired, bool) {
+	var cr *ConsentRequired
+	ok := errors.As(err, &cr)
+	return cr, ok
+}

@@ -1,0 +1,122 @@
+package router
+
+import (
+	"context"
+	"crypto/hmac"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/oauth"
+)
+
+// Consent: a request whose upstream needs its caller's authorization (an
+// OAuth client of Manifold's has no token for the caller, or not the scope
+// the server asks) is answered input_required with one URL-mode
+// elicitation: the authorization URL, for the caller's user to open. The
+// requestState is Manifold's, sealed and bound to the caller as a held
+// call's is; the retry that carries it (with the user's accept) runs the
+// request again, which then finds the token the callback stored. Nothing
+// is held meanwhile: the user takes the time they take.
+
+// consentPrefix marks a requestState of a consent.
+const consentPrefix = "manifold.consent."
+
+// consentKey names the one input request of a consent.
+const consentKey = "manifold.authorize"
+
+// consentTTL bounds how long a consent's requestState may be retried.
+const consentTTL = 15 * time.Minute
+
+// consenting reports whether req is the retry of a consent.
+func consenting(req *mcp.Request) bool {
+	return strings.HasPrefix(req.Params.String("requestState"), consentPrefix)
+}
+
+// askConsent answers req, which needs cr's consent: input_required with the
+// authorization URL, if the caller can be asked to open one; otherwise an
+// error that names it.
+func (hs *holds) askConsent(ctx context.Context, req *mcp.Request, cr *oauth.ConsentRequired) (json.RawMessage, error) {
+	link, message := cr.Consent()
+	if !declaresURLElicitation(req) {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeMissingCapability, "%s Open %s, then send the request again (the client did not declare elicitation.url, so it cannot be asked)", message, link).
+			WithData(map[string]any{"requiredCapabilities": map[string]any{"elicitation": map[string]any{"url": map[string]any{}}}, "url": link, "upstream": cr.Upstream, "message": message})
+	}
+	res := jsonrpc.Object{}
+	_ = res.Set("resultType", mcp.ResultTypeInputRequired)
+	_ = res.Set("inputRequests", map[string]any{consentKey: map[string]any{
+		"method": "elicitation/create",
+		"params": map[string]any{"mode": "url", "url": link, "message": message},
+	}})
+	_ = res.Set("requestState", hs.sealConsent(hs.ownerOf(ctx, req), cr.Upstream))
+	return res.Marshal(), nil
+}
+
+// resumeConsent checks a consent's retry (sealed by this Manifold, for this
+// caller, not expired, accepted by the user) and returns the request to run
+// again, without the consent's members.
+func (hs *holds) resumeConsent(ctx context.Context, req *mcp.Request) (*mcp.Request, error) {
+	upstream, err := hs.openConsent(req.Params.String("requestState"), hs.ownerOf(ctx, req))
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "requestState: %v", err)
+	}
+	responses, _ := req.Params.Object("inputResponses")
+	var answer struct {
+		Action string `json:"action"`
+	}
+	if err := json.Unmarshal(responses[consentKey], &answer); err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "inputResponses must answer %q", consentKey)
+	}
+	if answer.Action != "accept" {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the user did not authorize Manifold to use %s (%s)", upstream, answer.Action).
+			WithData(map[string]string{"upstream": upstream})
+	}
+	sub := *req
+	sub.Params = req.Params.Clone()
+	delete(sub.Params, "requestState")
+	delete(sub.Params, "inputResponses")
+	return &sub, nil
+}
+
+// sealConsent makes the requestState of a consent for owner.
+func (hs *holds) sealConsent(owner, upstream string) string {
+	exp := strconv.FormatInt(time.Now().Add(consentTTL).Unix(), 10)
+	payload := base64.RawURLEncoding.EncodeToString([]byte(owner + "\x00" + upstream + "\x00" + exp))
+	return consentPrefix + payload + "." + base64.RawURLEncoding.EncodeToString(hs.mac("consent\x00"+payload))
+}
+
+func (hs *holds) openConsent(state, owner string) (upstream string, err error) {
+	p, sig, ok := strings.Cut(strings.TrimPrefix(state, consentPrefix), ".")
+	got, derr := base64.RawURLEncoding.Strict().DecodeString(sig)
+	if !ok || derr != nil || !hmac.Equal(got, hs.mac("consent\x00"+p)) {
+		return "", fmt.Errorf("not a requestState Manifold issued (tampered?)")
+	}
+	raw, _ := base64.RawURLEncoding.Strict().DecodeString(p)
+	parts := strings.Split(string(raw), "\x00")
+	if len(parts) != 3 {
+		return "", fmt.Errorf("malformed")
+	}
+	if !hmac.Equal([]byte(parts[0]), []byte(owner)) {
+		return "", fmt.Errorf("issued to another caller")
+	}
+	if exp, _ := strconv.ParseInt(parts[2], 10, 64); time.Now().Unix() > exp {
+		return "", fmt.Errorf("the consent expired; send the request again")
+	}
+	return parts[1], nil
+}
+
+// declaresURLElicitation reports whether the caller declared it can be
+// asked to open a URL.
+func declaresURLElicitation(req *mcp.Request) bool {
+	var caps struct {
+		Elicitation map[string]json.RawMessage `json:"elicitation"`
+	}
+	_ = json.Unmarshal(req.Meta[mcp.MetaClientCapabilities], &caps)
+	_, ok := caps.Elicitation["url"]
+	return ok
+}
