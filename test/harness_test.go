@@ -116,15 +116,22 @@ func startProxy(t testing.TB, yamlText string) *proxy {
 
 func startProxyConfig(t testing.TB, cfg *config.Config) *proxy {
 	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startProxyOn(t, cfg, l)
+}
+
+// startProxyOn is startProxyConfig on the listener l, for a configuration
+// that must know its own address (public_url).
+func startProxyOn(t testing.TB, cfg *config.Config, l net.Listener) *proxy {
+	t.Helper()
 	logs := &logBuffer{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := process.New(cfg, log)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

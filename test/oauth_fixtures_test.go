@@ -1,0 +1,181 @@
+package test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// authServer is an OAuth authorization server and the MCP server it
+// protects, run by the test: RFC 8414 metadata, dynamic registration, an
+// authorization endpoint that approves at once for the user its browser
+// names (the X-Test-User header), a token endpoint that checks the code,
+// PKCE and the redirect, and issues opaque tokens with refresh tokens
+// (rotated on each refresh); and a go-sdk server whose tool whoami answers
+// with the user of the token it was called with, behind a bearer check
+// that answers 401 with the RFC 9728 challenge.
+type authServer struct {
+	URL, MCP string
+
+	mu        sync.Mutex
+	expiresIn int
+	codes     map[string]authCode
+	access    map[string]string // access token → user
+	refresh   map[string]string // refresh token → user
+	n         int
+	exchanges int // authorization_code grants
+	refreshes int
+	seen      []string // the tokens the MCP server was called with, in order
+}
+
+type authCode struct {
+	user, redirect, challenge, resource string
+}
+
+func newAuthServer(t *testing.T) *authServer {
+	a := &authServer{expiresIn: 3600, codes: map[string]authCode{}, access: map[string]string{}, refresh: map[string]string{}}
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	a.URL, a.MCP = srv.URL, srv.URL+"/mcp"
+	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, map[string]any{"resource": a.MCP, "authorization_servers": []string{a.URL}, "scopes_supported": []string{"crm:read"}})
+	})
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, map[string]any{"issuer": a.URL, "authorization_endpoint": a.URL + "/authorize", "token_endpoint": a.URL + "/token",
+			"registration_endpoint": a.URL + "/register", "code_challenge_methods_supported": []string{"S256"},
+			"scopes_supported": []string{"crm:read", "offline_access"}, "token_endpoint_auth_methods_supported": []string{"none"},
+			"authorization_response_iss_parameter_supported": true})
+	})
+	mux.HandleFunc("POST /register", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		writeJSON(w, map[string]any{"client_id": "manifold-client", "token_endpoint_auth_method": "none"})
+	})
+	mux.HandleFunc("GET /authorize", a.authorize)
+	mux.HandleFunc("POST /token", a.token)
+	mux.Handle("/mcp", a.protect(modernHandler(whoamiServer())))
+	return a
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (a *authServer) authorize(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	user := r.Header.Get("X-Test-User")
+	if user == "" || q.Get("code_challenge_method") != "S256" || q.Get("resource") != a.MCP {
+		http.Error(w, "bad authorization request", http.StatusBadRequest)
+		return
+	}
+	a.mu.Lock()
+	a.n++
+	code := fmt.Sprintf("code-%d", a.n)
+	a.codes[code] = authCode{user: user, redirect: q.Get("redirect_uri"), challenge: q.Get("code_challenge"), resource: q.Get("resource")}
+	a.mu.Unlock()
+	back, _ := url.Parse(q.Get("redirect_uri"))
+	v := back.Query()
+	v.Set("code", code)
+	v.Set("state", q.Get("state"))
+	v.Set("iss", a.URL)
+	back.RawQuery = v.Encode()
+	http.Redirect(w, r, back.String(), http.StatusFound)
+}
+
+func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var user string
+	switch r.FormValue("grant_type") {
+	case "authorization_code":
+		c, ok := a.codes[r.FormValue("code")]
+		delete(a.codes, r.FormValue("code")) // a code is good once
+		sum := sha256.Sum256([]byte(r.FormValue("code_verifier")))
+		if !ok || c.redirect != r.FormValue("redirect_uri") || c.resource != r.FormValue("resource") ||
+			base64.RawURLEncoding.EncodeToString(sum[:]) != c.challenge {
+			w.WriteHeader(http.StatusBadRequest)
+			writeJSON(w, map[string]string{"error": "invalid_grant"})
+			return
+		}
+		a.exchanges++
+		user = c.user
+	case "refresh_token":
+		u, ok := a.refresh[r.FormValue("refresh_token")]
+		delete(a.refresh, r.FormValue("refresh_token"))
+		if !ok {
+			w.WriteHeader(http.StatusBadRequest)
+			writeJSON(w, map[string]string{"error": "invalid_grant"})
+			return
+		}
+		a.refreshes++
+		user = u
+	}
+	a.n++
+	at, rt := fmt.Sprintf("at-%s-%d", user, a.n), fmt.Sprintf("rt-%s-%d", user, a.n)
+	a.access[at], a.refresh[rt] = user, user
+	writeJSON(w, map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": a.expiresIn, "refresh_token": rt, "scope": "crm:read offline_access"})
+}
+
+// protect admits a request with an access token the server issued.
+func (a *authServer) protect(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		a.mu.Lock()
+		user, ok := a.access[tok]
+		a.seen = append(a.seen, tok)
+		a.mu.Unlock()
+		if !ok {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="invalid_token", resource_metadata="%s/.well-known/oauth-protected-resource/mcp"`, a.URL))
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		r.Header.Set("X-Token-User", user)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// revoke makes the server refuse user's tokens: its access tokens, and,
+// with refresh, its refresh tokens too.
+func (a *authServer) revoke(user string, refresh bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for tok, u := range a.access {
+		if u == user {
+			delete(a.access, tok)
+		}
+	}
+	if refresh {
+		for tok, u := range a.refresh {
+			if u == user {
+				delete(a.refresh, tok)
+			}
+		}
+	}
+}
+
+func (a *authServer) counts() (exchanges, refreshes int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.exchanges, a.refreshes
+}
+
+// whoamiServer's tool whoami answers with the user of the token it was
+// called with (the X-Token-User header the bearer check sets).
+func whoamiServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "crm", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "whoami", InputSchema: objectSchema(`{}`)}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return textResult("you are " + req.Extra.Header.Get("X-Token-User")), nil
+	})
+	return s
+}

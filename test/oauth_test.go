@@ -1,0 +1,341 @@
+package test
+
+import (
+	"context"
+
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/config"
+	"github.com/manifold-mcp/manifold/internal/redistest"
+)
+
+// Manifold as the OAuth client of a protected upstream (oauth mode user),
+// against the test's own authorization server and MCP server.
+
+// oauthMeta declares that the caller can be asked to open a URL.
+const oauthMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"url":{}}}}`
+
+// oauthProxy is a Manifold trusting is for its callers, with as's server as
+// its upstream crm, and extra configuration before the upstreams. Its
+// public_url is its own address.
+func oauthProxy(t *testing.T, is *issuer, as *authServer, extra string) *proxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return oauthProxyOn(t, l, "http://"+l.Addr().String(), is, as, extra)
+}
+
+func oauthProxyOn(t *testing.T, l net.Listener, public string, is *issuer, as *authServer, extra string) *proxy {
+	t.Helper()
+	yaml := fmt.Sprintf("public_url: %s\n%s%supstreams:\n  - name: crm\n    url: %s\n    oauth: {mode: user}\n", public, is.authYAML(""), extra, as.MCP)
+	cfg, problems := config.Parse([]byte(yaml), os.LookupEnv)
+	if len(problems) > 0 {
+		t.Fatalf("config: %v\n%s", problems, yaml)
+	}
+	return startProxyOn(t, cfg, l)
+}
+
+// asked is an answer to a call: its text when it completed, else the
+// authorization URL it asks to open and what to retry with.
+type asked struct {
+	text, link, key, state string
+	errCode                int64
+	errMsg                 string
+}
+
+// whoami calls crm_whoami as the caller of token, with extra params.
+func whoami(t *testing.T, url, token, extra string) asked {
+	t.Helper()
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"crm_whoami","arguments":{}%s,%s}}`, extra, oauthMeta)
+	r := post(t, url, withToken(headers("tools/call", "crm_whoami"), token), body)
+	if r.Error != nil {
+		return asked{errCode: r.Error.Code, errMsg: r.Error.Message}
+	}
+	var res struct {
+		ResultType    string `json:"resultType"`
+		InputRequests map[string]struct {
+			Method string `json:"method"`
+			Params struct {
+				Mode, URL string
+			} `json:"params"`
+		} `json:"inputRequests"`
+		RequestState string `json:"requestState"`
+		Content      []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	r.result(t, &res)
+	if res.ResultType == "complete" {
+		return asked{text: res.Content[0].Text}
+	}
+	for k, q := range res.InputRequests {
+		if q.Method != "elicitation/create" || q.Params.Mode != "url" {
+			t.Fatalf("asked %+v", q)
+		}
+		return asked{link: q.Params.URL, key: k, state: res.RequestState}
+	}
+	t.Fatalf("input_required without a question: %s", r.Body)
+	return asked{}
+}
+
+// retry is the retry of a consent the user accepted.
+func (a asked) retry() string {
+	return fmt.Sprintf(`,"requestState":%q,"inputResponses":{%q:{"action":"accept"}}`, a.state, a.key)
+}
+
+// consentAs is the user's browser: it opens link as user (the test
+// authorization server approves at once) and follows the redirect to
+// Manifold's callback; it returns the callback's status and its page.
+func consentAs(t *testing.T, link, user string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, link, nil)
+	req.Header.Set("X-Test-User", user)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// authorize takes token's caller through the consent as user, and returns
+// what the retry answered.
+func authorize(t *testing.T, url, token, user string) string {
+	t.Helper()
+	first := whoami(t, url, token, "")
+	if first.link == "" {
+		t.Fatalf("not asked to consent: %+v", first)
+	}
+	if status, page := consentAs(t, first.link, user); status != http.StatusOK {
+		t.Fatalf("the callback answered %d: %s", status, page)
+	}
+	return whoami(t, url, token, first.retry()).text
+}
+
+// Two principals are each asked for their own consent, and each call goes
+// with its own principal's token, never the other's; a principal's retry
+// with the other's requestState is refused; and the caller's own token is
+// never what reaches the upstream.
+func TestOAuthTokensPerPrincipal(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	p := oauthProxy(t, is, as, "")
+	alice, bob := is.mint("rsa-1", claims{"sub": "alice"}), is.mint("rsa-1", claims{"sub": "bob"})
+	if got := authorize(t, p.URL, alice, "alice-at-crm"); got != "you are alice-at-crm" {
+		t.Fatalf("alice after consent: %q", got)
+	}
+	asked := whoami(t, p.URL, bob, "")
+	if asked.link == "" {
+		t.Fatalf("bob was not asked for his own consent: %+v", asked)
+	}
+	if cross := whoami(t, p.URL, alice, asked.retry()); cross.errCode != -32602 {
+		t.Errorf("alice with bob's requestState: %+v", cross)
+	}
+	consentAs(t, asked.link, "bob-at-crm")
+	if got := whoami(t, p.URL, bob, asked.retry()).text; got != "you are bob-at-crm" {
+		t.Errorf("bob after consent: %q", got)
+	}
+	for i := 0; i < 3; i++ {
+		if a, b := whoami(t, p.URL, alice, "").text, whoami(t, p.URL, bob, "").text; a != "you are alice-at-crm" || b != "you are bob-at-crm" {
+			t.Fatalf("round %d: alice %q, bob %q", i, a, b)
+		}
+	}
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	for _, tok := range as.seen {
+		if tok == alice || tok == bob {
+			t.Fatal("a caller's own token reached the upstream")
+		}
+	}
+}
+
+// A callback is good once, for the authorization it names, in time: a
+// replayed one, a forged state and one whose authorization expired are
+// refused with a page that says so, and none reaches the token endpoint;
+// the tokens of a consent go to the principal the authorization was made
+// for, and nobody else.
+func TestOAuthCallbackRefused(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	rs := redistest.Start(t)
+	p := oauthProxy(t, is, as, fmt.Sprintf("cache: {secret: s3cret-0123456789, redis: {url: %s}}\n", rs.URL()))
+	alice, bob := is.mint("rsa-1", claims{"sub": "alice"}), is.mint("rsa-1", claims{"sub": "bob"})
+	first := whoami(t, p.URL, alice, "")
+	if first.link == "" {
+		t.Fatalf("not asked to consent: %+v", first)
+	}
+	req, _ := http.NewRequest(http.MethodGet, first.link, nil)
+	req.Header.Set("X-Test-User", "alice-at-crm")
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	callback := resp.Header.Get("Location")
+	if callback == "" {
+		t.Fatalf("the authorization answered %d, link %q", resp.StatusCode, first.link)
+	}
+	if status, _ := get(t, callback); status != http.StatusOK {
+		t.Fatalf("the callback answered %d", status)
+	}
+	exchanges, _ := as.counts()
+	if status, page := get(t, callback); status != http.StatusBadRequest || !strings.Contains(page, "could not be completed") {
+		t.Errorf("a replayed callback: %d %s", status, page)
+	}
+	forged := strings.Replace(callback, "state=", "state=x", 1)
+	if status, _ := get(t, forged); status != http.StatusBadRequest {
+		t.Errorf("a forged state: %d", status)
+	}
+	carol := is.mint("rsa-1", claims{"sub": "carol"})
+	late := whoami(t, p.URL, carol, "")
+	expireAll(t, rs, "oauth:pend:")
+	if status, _ := consentAs(t, late.link, "carol-at-crm"); status != http.StatusBadRequest {
+		t.Errorf("a callback after its authorization expired: %d", status)
+	}
+	if now, _ := as.counts(); now != exchanges {
+		t.Errorf("refused callbacks made %d token requests", now-exchanges)
+	}
+	if got := whoami(t, p.URL, alice, first.retry()).text; got != "you are alice-at-crm" {
+		t.Errorf("alice's retry: %q", got)
+	}
+	if got := whoami(t, p.URL, bob, ""); got.link == "" {
+		t.Errorf("bob was served alice's consent: %+v", got)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// expireAll makes every key of Redis with prefix in its name expire now.
+func expireAll(t *testing.T, rs *redistest.Server, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	keys, _ := rs.Client().Keys(ctx, "*"+prefix+"*").Result()
+	if len(keys) == 0 {
+		t.Fatalf("no key with %s in Redis", prefix)
+	}
+	for _, k := range keys {
+		rs.Client().Del(ctx, k)
+	}
+}
+
+// Two replicas share the tokens through Redis, sealed there: a consent
+// completed on one replica's callback (the authorization server sends the
+// user to public_url, the other replica) serves the caller on both, and a
+// dump of Redis holds neither the access token nor the refresh token.
+func TestOAuthTokensSharedAndSealed(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	rs := redistest.Start(t)
+	extra := fmt.Sprintf("cache: {secret: s3cret-0123456789, redis: {url: %s}}\n", rs.URL())
+	lb, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := oauthProxyOn(t, lb, "http://"+lb.Addr().String(), is, as, extra)
+	la, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := oauthProxyOn(t, la, "http://"+lb.Addr().String(), is, as, extra) // its users come back to b
+	alice := is.mint("rsa-1", claims{"sub": "alice"})
+	if got := authorize(t, a.URL, alice, "alice-at-crm"); got != "you are alice-at-crm" {
+		t.Fatalf("on a, after a consent completed on b: %q", got)
+	}
+	if got := whoami(t, b.URL, alice, ""); got.text != "you are alice-at-crm" {
+		t.Errorf("on b: %+v", got)
+	}
+	keys, _ := rs.Client().Keys(context.Background(), "*").Result()
+	for _, k := range keys {
+		v, _ := rs.Client().Get(context.Background(), k).Bytes()
+		if strings.Contains(string(v), "at-alice") || strings.Contains(string(v), "rt-alice") {
+			t.Errorf("Redis holds a token in clear under %s", k)
+		}
+	}
+}
+
+// A token is refreshed before it expires, and after the server refuses it,
+// without asking the user; when the refresh itself is refused, the user is
+// asked again.
+func TestOAuthRefresh(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	as.expiresIn = 61 // due for a refresh a second after it was issued
+	p := oauthProxy(t, is, as, "")
+	alice := is.mint("rsa-1", claims{"sub": "alice"})
+	authorize(t, p.URL, alice, "alice-at-crm")
+	eventually(t, 10*time.Second, func() error {
+		if got := whoami(t, p.URL, alice, ""); got.text != "you are alice-at-crm" {
+			return fmt.Errorf("not served: %+v", got)
+		}
+		if _, refreshes := as.counts(); refreshes == 0 {
+			return fmt.Errorf("not refreshed ahead of expiry yet")
+		}
+		return nil
+	})
+	as.mu.Lock()
+	as.expiresIn = 3600
+	as.mu.Unlock()
+	whoami(t, p.URL, alice, "")
+	_, before := as.counts()
+	as.revoke("alice-at-crm", false)
+	if got := whoami(t, p.URL, alice, ""); got.text != "you are alice-at-crm" {
+		t.Errorf("after the server refused the token: %+v", got)
+	}
+	if _, after := as.counts(); after != before+1 {
+		t.Errorf("%d refreshes after a 401, want 1", after-before)
+	}
+	as.revoke("alice-at-crm", true)
+	if got := whoami(t, p.URL, alice, ""); got.link == "" {
+		t.Errorf("with the refresh refused too, the user was not asked again: %+v", got)
+	}
+}
+
+// A reload that changes an upstream's oauth drops the tokens it had: the
+// user is asked again.
+func TestOAuthReloadDropsTokens(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	public := "http://" + l.Addr().String()
+	yaml := func(scopes string) string {
+		return fmt.Sprintf("public_url: %s\n%supstreams:\n  - name: crm\n    url: %s\n    oauth: {mode: user, scopes: [%s]}\n", public, is.authYAML(""), as.MCP, scopes)
+	}
+	path := writeConfig(t, yaml("crm:read"))
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProxyOn(t, cfg, l)
+	alice := is.mint("rsa-1", claims{"sub": "alice"})
+	authorize(t, p.URL, alice, "alice-at-crm")
+	if got := whoami(t, p.URL, alice, ""); got.text == "" {
+		t.Fatalf("authorized: %+v", got)
+	}
+	if err := os.WriteFile(path, []byte(yaml("crm:read, crm:write")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.srv.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := whoami(t, p.URL, alice, ""); got.link == "" {
+		t.Errorf("after a reload that changed oauth, the old token served: %+v", got)
+	}
+}
