@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/redistest"
 )
@@ -337,5 +339,56 @@ func TestOAuthReloadDropsTokens(t *testing.T) {
 	}
 	if got := whoami(t, p.URL, alice, ""); got.link == "" {
 		t.Errorf("after a reload that changed oauth, the old token served: %+v", got)
+	}
+}
+
+// bearerTransport adds a caller's token to each request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A 2025-11-25 caller that can be asked to open a URL (the go-sdk client,
+// declaring URL elicitation) is asked on its session with an
+// elicitation/create in URL mode, and its call completes once its user
+// consented; one that cannot gets -32042 naming the URL.
+func TestOAuthLegacyCaller(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	p := oauthProxy(t, is, as, "")
+	alice := is.mint("rsa-1", claims{"sub": "alice"})
+	var asked string
+	c := mcp.NewClient(&mcp.Implementation{Name: "legacy-agent", Version: "1"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked = req.Params.Mode
+			consentAs(t, req.Params.URL, "alice-at-crm")
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.URL, HTTPClient: &http.Client{Transport: bearerTransport{alice}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "crm_whoami"})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "you are alice-at-crm" || asked != "url" {
+		t.Fatalf("the legacy caller's call: %v %+v (asked in mode %q)", err, res, asked)
+	}
+
+	// Without URL elicitation: -32042, raw.
+	bob := is.mint("rsa-1", claims{"sub": "bob"})
+	h := http.Header(withToken(http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}, bob))
+	init := post(t, p.URL, h, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	h.Set("Mcp-Session-Id", init.Header.Get("Mcp-Session-Id"))
+	h.Set("MCP-Protocol-Version", "2025-11-25")
+	r := post(t, p.URL, h, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"crm_whoami","arguments":{}}}`)
+	if r.Error == nil || r.Error.Code != -32042 || !strings.Contains(string(r.Error.Data), `"mode":"url"`) || !strings.Contains(string(r.Error.Data), as.URL+"/authorize") {
+		t.Errorf("a legacy caller that cannot be asked: %s", r.Body)
 	}
 }
