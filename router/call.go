@@ -82,7 +82,7 @@ func (r *Router) answer(ctx context.Context, u *upstream.Upstream, req *mcp.Requ
 	if held(req) {
 		return r.holds.resume(ctx, req)
 	}
-	if !u.MayAsk() {
+	if !u.MayAsk(req) {
 		return r.answerNow(ctx, u, req)
 	}
 	return r.holds.start(ctx, req, func(hctx context.Context, ask mcp.Ask) (json.RawMessage, error) {

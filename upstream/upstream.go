@@ -51,8 +51,10 @@ type Response struct {
 
 // Info describes what the server said about itself when the era was learnt.
 type Info struct {
-	Version      string
-	Modern       bool
+	Version string
+	Modern  bool
+	// Versions are the revisions a modern server says it supports.
+	Versions     []string
 	Capabilities mcp.Capabilities
 	ServerInfo   mcp.Implementation
 }
@@ -151,7 +153,8 @@ type Upstream struct {
 
 	mu         sync.Mutex
 	sess       *session
-	last       string // the version of the latest negotiation
+	eras       map[string]*session // caller-era sessions, by revision (era.go)
+	last       string              // the version of the latest negotiation
 	probe      singleflight.Group
 	ids        atomic.Int64
 	eraChanges atomic.Uint64
@@ -287,6 +290,7 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 		if err != nil {
 			return nil, err
 		}
+		s = u.callerSession(ctx, s, req)
 		msg, err := u.timedExchange(ctx, s, req)
 		// The era assumed no longer holds when a modern server says it does
 		// not speak 2026-07-28, or a legacy session is answered by a modern
@@ -298,7 +302,9 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 		}
 		if errors.Is(err, errSessionGone) || errors.Is(err, errEraChanged) || s.Modern && eraSuspect(err) && ctx.Err() == nil {
 			u.log.Info("upstream session no longer valid; negotiating again", "reason", err)
-			u.forget(s)
+			if !u.forgetEra(s) {
+				u.forget(s)
+			}
 			if !errors.Is(err, errSessionGone) {
 				u.endSession(s)
 			}
@@ -407,7 +413,10 @@ func (u *Upstream) routeProgress(s *session, req *mcp.Request) (*mcp.Request, fu
 // MayAsk reports whether the server may put questions (sampling,
 // elicitation, roots) in the middle of a call: a legacy server, or one not
 // negotiated with yet. A modern server asks by answering input_required.
-func (u *Upstream) MayAsk() bool {
+func (u *Upstream) MayAsk(req *mcp.Request) bool {
+	if u.speaksCallersEra(req) {
+		return true // over a legacy session of the caller's revision (era.go)
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.sess == nil || !u.sess.Modern
@@ -601,20 +610,25 @@ func (u *Upstream) discover(ctx context.Context, gen uint64) (*session, error) {
 	if !contains(r.SupportedVersions, mcp.Version) {
 		return nil, fmt.Errorf("server/discover: server supports %v, not %s", r.SupportedVersions, mcp.Version)
 	}
-	s.Capabilities = r.Capabilities
+	s.Capabilities, s.Versions = r.Capabilities, r.SupportedVersions
 	if raw, ok := r.Meta[mcp.MetaServerInfo]; ok {
 		_ = json.Unmarshal(raw, &s.ServerInfo)
 	}
 	return s, nil
 }
 
-// initialize runs the legacy handshake, offering version.
+// initialize runs the legacy handshake, offering version. Manifold can put
+// a legacy server's questions to the caller of the request that asks them
+// (it answers them itself when nobody can), so it says it takes them.
 func (u *Upstream) initialize(ctx context.Context, gen uint64, version string) (*session, error) {
+	return u.initializeAs(ctx, gen, version, json.RawMessage(`{"sampling":{},"elicitation":{}}`))
+}
+
+// initializeAs is initialize, declaring caps.
+func (u *Upstream) initializeAs(ctx context.Context, gen uint64, version string, caps json.RawMessage) (*session, error) {
 	params := jsonrpc.Object{}
 	_ = params.Set("protocolVersion", version)
-	// Manifold can put a legacy server's questions to the caller of the
-	// request that asks them (it answers them itself when nobody can).
-	params["capabilities"] = json.RawMessage(`{"sampling":{},"elicitation":{}}`)
+	params["capabilities"] = caps
 	_ = params.Set("clientInfo", u.o.ClientInfo)
 	msg, err := u.carry(ctx, &exchange{
 		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodInitialize, Params: params.Marshal()},
@@ -793,7 +807,12 @@ func (u *Upstream) Close(ctx context.Context) error {
 	u.mu.Lock()
 	s := u.sess
 	u.sess = nil
+	eras := u.eras
+	u.eras = nil
 	u.mu.Unlock()
+	for _, ls := range eras {
+		u.endSession(ls)
+	}
 	sid := ""
 	if s != nil {
 		sid = s.id

@@ -166,6 +166,10 @@ type Request struct {
 	// request (a legacy server's sampling, elicitation or roots request)
 	// to the caller, and returns the caller's result.
 	Ask Ask
+	// CallerVersion is the legacy revision the caller speaks (its
+	// session's), "" for a 2026-07-28 caller: an upstream that speaks it
+	// too may be asked in it.
+	CallerVersion string
 }
 
 // Ask puts a server-to-client request to the caller of a request and

@@ -1,0 +1,112 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/manifold-mcp/manifold/internal/mcp"
+)
+
+// The caller's era, for what no cache keeps. A server that speaks both eras
+// does more work for a 2026-07-28 request than for a 2025-11-25 one (it
+// checks and extracts the modern `_meta`), and a legacy caller's request
+// reached it modern only to be translated back. So a request whose answer
+// is not cached (a tool call, a prompt, a completion), from a caller of a
+// legacy revision the server also accepts, goes in that revision, on a
+// session of its own, negotiated once per revision; what is cached (reads,
+// lists) keeps the revision that carries the cache hints. Only for a
+// caller that takes no questions (it declared no sampling, elicitation or
+// roots): a server answering statelessly cannot ask a legacy session
+// anything, while a modern request can ask through input_required; the
+// session says it takes none either. Over HTTP only: on a stdio channel
+// there is one session, the modern one.
+
+// callerSession returns the session req should go over: s, or the legacy
+// session of the caller's revision when the server speaks it and the
+// answer is not cached.
+func (u *Upstream) callerSession(ctx context.Context, s *session, req *mcp.Request) *session {
+	if !u.speaksEra(s, req) {
+		return s
+	}
+	v := req.CallerVersion
+	u.mu.Lock()
+	ls := u.eras[v]
+	u.mu.Unlock()
+	if ls != nil {
+		return ls
+	}
+	ch := u.probe.DoChan("era:"+v, func() (any, error) {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.o.Timeout)
+		defer cancel()
+		ls, err := u.initializeAs(pctx, 0, v, json.RawMessage(`{}`))
+		if err != nil {
+			u.log.Debug("upstream refused a session in the caller's revision; speaking 2026-07-28", "version", v, "err", err)
+			return nil, err
+		}
+		u.mu.Lock()
+		if u.eras == nil {
+			u.eras = map[string]*session{}
+		}
+		u.eras[v] = ls
+		u.mu.Unlock()
+		return ls, nil
+	})
+	select {
+	case r := <-ch:
+		if r.Err == nil {
+			return r.Val.(*session)
+		}
+	case <-ctx.Done():
+	}
+	return s
+}
+
+// overHTTP reports whether the server is spoken to over Streamable HTTP.
+func (u *Upstream) overHTTP() bool { return u.wire() == WireHTTP }
+
+// forgetEra drops the caller-era session s, if it is one, so that the
+// next call of its revision negotiates again; it reports whether it was.
+func (u *Upstream) forgetEra(s *session) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for v, ls := range u.eras {
+		if ls == s {
+			delete(u.eras, v)
+			return true
+		}
+	}
+	return false
+}
+
+// speaksCallersEra reports whether req would go over a legacy session of
+// its caller's revision (callerSession), on which the server may ask its
+// caller questions in the middle of the call.
+func (u *Upstream) speaksCallersEra(req *mcp.Request) bool {
+	u.mu.Lock()
+	s := u.sess
+	u.mu.Unlock()
+	return s != nil && u.speaksEra(s, req)
+}
+
+// speaksEra reports whether req goes in its caller's revision to the
+// server of modern session s: a legacy revision of Streamable HTTP that
+// the server supports, for an answer no cache keeps.
+func (u *Upstream) speaksEra(s *session, req *mcp.Request) bool {
+	v := req.CallerVersion
+	return v != "" && mcp.HasVersionHeader(v) && s.Modern && !mcp.Cacheable(req.Method) && slices.Contains(s.Versions, v) &&
+		u.overHTTP() && !takesQuestions(req)
+}
+
+// takesQuestions reports whether the caller declared a capability a
+// server's question needs.
+func takesQuestions(req *mcp.Request) bool {
+	var caps map[string]json.RawMessage
+	_ = json.Unmarshal(req.Meta[mcp.MetaClientCapabilities], &caps)
+	for _, need := range mcp.Questions {
+		if _, ok := caps[need]; ok {
+			return true
+		}
+	}
+	return false
+}
