@@ -29,8 +29,9 @@ type httpConn struct {
 	url     string
 	headers http.Header
 	limit   int64
-	retry   *retryablehttp.Client // idempotent calls
-	plain   *http.Client          // everything else; never retried
+	plain   *http.Client          // every first attempt
+	retry   *retryablehttp.Client // an idempotent call's retries, after a first attempt failed
+	retries int
 	onMsg   onMessage
 }
 
@@ -68,8 +69,8 @@ func newHTTPConn(o Options, onMsg onMessage) *httpConn {
 	plain := httpClient(o)
 	rc := retryablehttp.NewClient()
 	rc.HTTPClient = plain
-	rc.Logger = nil // request URLs and headers are not for the log
-	rc.RetryMax = o.Retries
+	rc.Logger = nil                   // request URLs and headers are not for the log
+	rc.RetryMax = max(o.Retries-1, 0) // after the first retry (retryAfter)
 	rc.RetryWaitMin = 50 * time.Millisecond
 	rc.RetryWaitMax = 500 * time.Millisecond
 	rc.CheckRetry = checkRetry
@@ -80,7 +81,7 @@ func newHTTPConn(o Options, onMsg onMessage) *httpConn {
 			trace.SpanFromContext(r.Context()).SetAttributes(attribute.Int("manifold.upstream.retries", attempt))
 		}
 	}
-	return &httpConn{url: o.URL, headers: o.Header.Clone(), limit: o.MaxResponseBytes, retry: rc, plain: plain, onMsg: onMsg}
+	return &httpConn{url: o.URL, headers: o.Header.Clone(), limit: o.MaxResponseBytes, retry: rc, retries: o.Retries, plain: plain, onMsg: onMsg}
 }
 
 // maxRetryWait caps the wait before a retry, Retry-After included: a server
@@ -152,14 +153,41 @@ func (c *httpConn) request(ctx context.Context, ex *exchange) (*http.Response, e
 			h.Set(mcp.HeaderName, mcp.EncodeHeader(ex.name))
 		}
 	}
-	if ex.idempotent {
-		rr, err := retryablehttp.FromRequest(req)
-		if err != nil {
-			return nil, fmt.Errorf("build request: %w", err)
-		}
-		return c.retry.Do(rr)
+	resp, err := c.plain.Do(req)
+	if !ex.idempotent || c.retries == 0 {
+		return resp, err
 	}
-	return c.plain.Do(req)
+	if again, _ := checkRetry(ctx, resp, err); !again {
+		return resp, err
+	}
+	return c.retryAfter(ctx, req, resp)
+}
+
+// retryAfter sends again, with the retry machinery, an idempotent request
+// whose first attempt failed in a way that says "try again": only then is
+// it paid for (the first attempt goes straight to the client).
+func (c *httpConn) retryAfter(ctx context.Context, req *http.Request, failed *http.Response) (*http.Response, error) {
+	wait := backoff(c.retry.RetryWaitMin, c.retry.RetryWaitMax, 0, failed)
+	if failed != nil {
+		drain(failed.Body)
+		failed.Body.Close()
+	}
+	select {
+	case <-time.After(wait):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	again := req.Clone(ctx)
+	again.Body = body
+	rr, err := retryablehttp.FromRequest(again)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	return c.retry.Do(rr)
 }
 
 func (c *httpConn) call(ctx context.Context, ex *exchange) (*reply, error) {
