@@ -76,38 +76,6 @@ func (r *Router) readFrom(ctx context.Context, u *upstream.Upstream, req *mcp.Re
 	return res, nil
 }
 
-// decorate gives an upstream's result what every result Manifold sends
-// must carry: resultType, cache hints for a complete result of a cacheable
-// method (a result without them is stale at once and private), and
-// Manifold's serverInfo in `_meta`, keeping the upstream's other `_meta`
-// members.
-func (r *Router) decorate(res json.RawMessage, cacheable bool) (json.RawMessage, error) {
-	obj, err := jsonrpc.ParseObject(res)
-	if err != nil {
-		return nil, err
-	}
-	rt := obj.String("resultType")
-	if rt == "" {
-		rt = mcp.ResultTypeComplete
-		_ = obj.Set("resultType", rt)
-	}
-	if rt == mcp.ResultTypeComplete && cacheable {
-		if _, ok := obj["ttlMs"]; !ok {
-			obj["ttlMs"] = json.RawMessage("0")
-		}
-		if s := obj.String("cacheScope"); s != mcp.ScopePublic {
-			_ = obj.Set("cacheScope", mcp.ScopePrivate)
-		}
-	}
-	meta, err := obj.Object("_meta")
-	if err != nil {
-		meta = jsonrpc.Object{}
-	}
-	_ = meta.Set(mcp.MetaServerInfo, mcp.ServerInfo)
-	obj["_meta"] = meta.Marshal()
-	return obj.Marshal(), nil
-}
-
 func notFound(uri, msg string) *jsonrpc.Error {
 	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s", msg).WithData(mcp.NotFoundData{URI: uri})
 }

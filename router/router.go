@@ -73,6 +73,9 @@ type Router struct {
 	cache  *cache.Cache
 	log    *slog.Logger
 	meta   json.RawMessage // the result `_meta` naming Manifold
+	// serverInfo is meta's one member, as it is spliced into a result's
+	// `_meta` (decorate.go).
+	serverInfo []byte
 
 	warned marks // warnings logged once
 	holds  *holds
@@ -96,6 +99,7 @@ func New(o Options) *Router {
 		Unique: !o.Namespace.Prefix,
 	}
 	r.meta, _ = json.Marshal(map[string]any{mcp.MetaServerInfo: mcp.ServerInfo})
+	r.serverInfo = r.meta[1 : len(r.meta)-1]
 	return r
 }
 

@@ -1,0 +1,88 @@
+package router
+
+import (
+	"encoding/json"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+)
+
+// decorate gives an upstream's result what every result Manifold sends
+// must carry: resultType, cache hints for a complete result of a cacheable
+// method (a result without them is stale at once and private), and
+// Manifold's serverInfo in `_meta`, keeping the upstream's other `_meta`
+// members. It is one pass over the result's members, a splice into one new
+// buffer: the members it does not touch are copied as they came, never
+// decoded and encoded again. (The result already passed the wire layer's
+// validation with its message.)
+func (r *Router) decorate(res json.RawMessage, cacheable bool) (json.RawMessage, error) {
+	var buf [16]jsonrpc.MemberRange
+	members, err := jsonrpc.Members(res, buf[:0])
+	if err != nil {
+		return nil, err
+	}
+	var rt, scope, meta []byte
+	hasTTL := false
+	for _, m := range members {
+		switch {
+		case jsonrpc.KeyIs(m.Key, "resultType"):
+			rt = m.Value
+		case jsonrpc.KeyIs(m.Key, "cacheScope"):
+			scope = m.Value
+		case jsonrpc.KeyIs(m.Key, "ttlMs"):
+			hasTTL = true
+		case jsonrpc.KeyIs(m.Key, "_meta"):
+			meta = m.Value
+		}
+	}
+	// A resultType that is not a string (or an empty one) is none:
+	// complete.
+	typed := len(rt) > 2 && rt[0] == '"'
+	hinted := cacheable && (!typed || jsonrpc.IsString(rt, mcp.ResultTypeComplete))
+	private := hinted && !jsonrpc.IsString(scope, mcp.ScopePublic)
+	out := make([]byte, 0, len(res)+len(r.serverInfo)+64)
+	out = append(out, `{"_meta":`...)
+	out = r.appendMeta(out, meta)
+	if !typed {
+		out = append(out, `,"resultType":"complete"`...)
+	}
+	if hinted && !hasTTL {
+		out = append(out, `,"ttlMs":0`...)
+	}
+	if private {
+		out = append(out, `,"cacheScope":"private"`...)
+	}
+	for _, m := range members {
+		if jsonrpc.KeyIs(m.Key, "_meta") || !typed && jsonrpc.KeyIs(m.Key, "resultType") || private && jsonrpc.KeyIs(m.Key, "cacheScope") {
+			continue
+		}
+		out = append(out, ',')
+		out = append(out, m.Key...)
+		out = append(out, ':')
+		out = append(out, m.Value...)
+	}
+	return append(out, '}'), nil
+}
+
+// appendMeta appends the result `_meta` meta with Manifold's serverInfo in
+// place of any the upstream put there; a `_meta` that is not an object is
+// replaced.
+func (r *Router) appendMeta(out, meta []byte) []byte {
+	out = append(out, '{')
+	out = append(out, r.serverInfo...)
+	var buf [8]jsonrpc.MemberRange
+	members, err := jsonrpc.Members(meta, buf[:0])
+	if err != nil {
+		return append(out, '}')
+	}
+	for _, m := range members {
+		if jsonrpc.KeyIs(m.Key, mcp.MetaServerInfo) {
+			continue
+		}
+		out = append(out, ',')
+		out = append(out, m.Key...)
+		out = append(out, ':')
+		out = append(out, m.Value...)
+	}
+	return append(out, '}')
+}
