@@ -311,7 +311,7 @@ func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Reques
 	if resp.Error != nil {
 		return nil, legalize(u.Name(), req.Method, uri, resp.Error)
 	}
-	res, err := r.shape(u, req.Method, resp.Result)
+	res, err := r.shape(u, req, resp.Result)
 	if err == nil {
 		res, err = r.ns.Result(u.Name(), req.Method, res)
 	}
@@ -381,12 +381,16 @@ const maxURILen = 8 << 10
 // shape makes an upstream's result what Manifold may send, in the
 // upstream's own names: a page of tools or prompts filtered, any other
 // answer that is not a list page decorated.
-func (r *Router) shape(u *upstream.Upstream, method string, res json.RawMessage) (json.RawMessage, error) {
-	m, _ := mcp.Lookup(method)
+func (r *Router) shape(u *upstream.Upstream, req *mcp.Request, res json.RawMessage) (json.RawMessage, error) {
+	m, _ := mcp.Lookup(req.Method)
 	switch {
 	case m.Route == mcp.RouteAll && m.ID == "name":
 		return r.shapeList(u, m, res)
 	case m.Route == mcp.RouteAll:
+		return res, nil
+	case req.CallerVersion != "" && !m.Cacheable:
+		// A legacy caller's answer, which no cache shares: what decorate
+		// adds, its frontend would take away (legacyResult).
 		return res, nil
 	}
 	return r.decorate(res, m.Cacheable)

@@ -78,11 +78,14 @@ func traceMeta(ctx context.Context, meta jsonrpc.Object) {
 // cacheable method, the cache hints the operator configured in place of the
 // ones a legacy server does not send. Error codes are left for the router,
 // which knows the request and the namespace.
-func (u *Upstream) translateResponse(s *session, method string, r *reply) *Response {
+func (u *Upstream) translateResponse(s *session, req *mcp.Request, r *reply) *Response {
+	method := req.Method
 	if r.Error != nil {
 		return &Response{Error: r.Error}
 	}
-	if s.Modern {
+	if s.Modern || req.CallerVersion != "" && !mcp.Cacheable(method) {
+		// Modern already; or legacy for a legacy caller, and shared with
+		// no other (no cache keeps it): as it came.
 		return &Response{Result: r.Result}
 	}
 	res, err := jsonrpc.ParseObject(r.Result)

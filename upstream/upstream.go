@@ -314,7 +314,7 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %s: %w", u.o.Name, req.Method, err)
 		}
-		return u.translateResponse(s, req.Method, msg), nil
+		return u.translateResponse(s, req, msg), nil
 	}
 	return nil, fmt.Errorf("upstream %s: %s: %w", u.o.Name, req.Method, lastErr)
 }

@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -309,9 +310,12 @@ func (l *Legacy) call(ctx context.Context, s *session.Session, req *mcp.Request,
 		if rpcErr != nil {
 			return nil, rpcErr
 		}
+		if rt, _ := jsonrpc.Member(res, "resultType"); !jsonrpc.IsString(rt, mcp.ResultTypeInputRequired) {
+			return legacyResult(res), nil
+		}
 		obj, err := jsonrpc.ParseObject(res)
-		if err != nil || obj.String("resultType") != mcp.ResultTypeInputRequired {
-			return legacyResult(obj, res), nil
+		if err != nil {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "an upstream answered input_required with a malformed result")
 		}
 		if round == maxRounds {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the request still needs input after %d rounds", maxRounds)
@@ -464,8 +468,12 @@ func orEmpty(raw json.RawMessage) json.RawMessage {
 var modernOnly = []string{"resultType", "ttlMs", "cacheScope", "inputRequests", "requestState"}
 
 // legacyResult gives a result the shape of the legacy revisions.
-func legacyResult(obj jsonrpc.Object, raw json.RawMessage) json.RawMessage {
-	if obj == nil {
+func legacyResult(raw json.RawMessage) json.RawMessage {
+	if !hasModern(raw) {
+		return raw // as the upstream sent it (a legacy session's answer)
+	}
+	obj, err := jsonrpc.ParseObject(raw)
+	if err != nil {
 		return raw
 	}
 	for _, k := range modernOnly {
@@ -484,6 +492,27 @@ func legacyResult(obj jsonrpc.Object, raw json.RawMessage) json.RawMessage {
 		}
 	}
 	return obj.Marshal()
+}
+
+// hasModern reports whether a result has a member, or a `_meta` member,
+// that exists only in 2026-07-28, in one pass over its members.
+func hasModern(raw json.RawMessage) bool {
+	var buf [16]jsonrpc.MemberRange
+	members, err := jsonrpc.Members(raw, buf[:0])
+	if err != nil {
+		return true // let the full pass judge
+	}
+	for _, m := range members {
+		for _, k := range modernOnly {
+			if jsonrpc.KeyIs(m.Key, k) {
+				return true
+			}
+		}
+		if jsonrpc.KeyIs(m.Key, "_meta") && bytes.Contains(m.Value, []byte(`"io.modelcontextprotocol/`)) {
+			return true
+		}
+	}
+	return false
 }
 
 // withElicitationID gives a URL-mode elicitation the elicitationId
