@@ -10,7 +10,6 @@
 package router
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -253,8 +252,11 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 	if tag == mcp.TagURI {
 		// Every spelling of one URI is one entry, under one tag, and the
 		// upstream is asked in the spelling that keys it.
-		tag = mcp.URITag(req.Params.String("uri"))
-		req = withURI(req, mcp.NormalizeURI(req.Params.String("uri")))
+		asked := req.Params.String("uri")
+		tag = mcp.URITag(asked)
+		if n := mcp.NormalizeURI(asked); n != asked {
+			req = withURI(req, n)
+		}
 	}
 	fill := func(ctx context.Context) (json.RawMessage, error) { return r.call(ctx, u, req, uri) }
 	cr := cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: req,
@@ -265,15 +267,11 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 	return r.cache.Get(ctx, cr, fill)
 }
 
-// withURI is req with params.uri set to uri (req itself when it is).
+// withURI is req with params.uri set to uri.
 func withURI(req *mcp.Request, uri string) *mcp.Request {
-	q := jsonrpc.Quote(uri)
-	if bytes.Equal(req.Params["uri"], q) {
-		return req
-	}
 	sub := *req
 	sub.Params = req.Params.Clone()
-	sub.Params["uri"] = q
+	sub.Params["uri"] = jsonrpc.Quote(uri)
 	return &sub
 }
 

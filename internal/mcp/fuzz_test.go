@@ -12,6 +12,9 @@ func FuzzNormalizeURI(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, uri string) {
+		if alreadyNormal(uri) && normalize(uri) != uri {
+			t.Fatalf("%q was taken for normal, but normalizes to %q", uri, normalize(uri))
+		}
 		n := NormalizeURI(uri)
 		if again := NormalizeURI(n); again != n {
 			t.Fatalf("NormalizeURI(%q) = %q, then %q", uri, n, again)

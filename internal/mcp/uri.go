@@ -12,6 +12,62 @@ import "strings"
 // form too, so that what a cache entry holds is the answer to the question
 // its key stands for.
 func NormalizeURI(uri string) string {
+	if alreadyNormal(uri) {
+		return uri // the common case, read on every cache lookup: no copy
+	}
+	return normalize(uri)
+}
+
+// alreadyNormal reports, without allocating, that normalize would return
+// uri unchanged: a lowercase scheme and host, no percent-encoding, no dot
+// segment, no empty port, and not a file URI (whose authority and slashes
+// have spellings of their own). It may say no to a normal URI, never yes
+// to one normalize would change.
+func alreadyNormal(uri string) bool {
+	colon := strings.IndexByte(uri, ':')
+	if colon < 1 || strings.IndexByte(uri, '%') >= 0 {
+		return false
+	}
+	for i := 0; i < colon; i++ {
+		if c := uri[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' && i > 0 || c == '+' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	if scheme := uri[:colon]; scheme == "file" || strings.HasSuffix(scheme, "+file") {
+		return false
+	}
+	rest := uri[colon+1:]
+	if strings.HasPrefix(rest, "//") {
+		end := strings.IndexAny(rest[2:], "/?#")
+		if end < 0 {
+			end = len(rest) - 2
+		}
+		host := rest[2 : 2+end]
+		if strings.HasSuffix(host, ":") || strings.ContainsFunc(host[strings.LastIndexByte(host, '@')+1:], func(r rune) bool { return r >= 'A' && r <= 'Z' }) {
+			return false
+		}
+		rest = rest[2+end:]
+	} else if strings.HasPrefix(rest, "/.") {
+		return false
+	}
+	path := rest
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		path = rest[:i]
+	}
+	return !hasDotSegment(path)
+}
+
+// hasDotSegment reports a "." or ".." segment in path.
+func hasDotSegment(path string) bool {
+	for _, seg := range strings.Split(path, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+func normalize(uri string) string {
 	scheme, rest, ok := strings.Cut(uri, ":")
 	if !ok || !validScheme(scheme) {
 		return uri
@@ -25,7 +81,7 @@ func NormalizeURI(uri string) string {
 		if end < 0 {
 			end = len(rest) - 2
 		}
-		authority, rest = strings.TrimSuffix(lowerHost(rest[2:2+end]), ":"), rest[2+end:]
+		authority, rest = strings.TrimRight(lowerHost(rest[2:2+end]), ":"), rest[2+end:]
 	}
 	path, tail := rest, ""
 	if i := strings.IndexAny(rest, "?#"); i >= 0 {

@@ -127,6 +127,9 @@ func drain(resp *http.Response) {
 
 // IsConsent reports whether err asks for a user's consent.
 func IsConsent(err error) (*ConsentRequired, bool) {
+	if err == nil {
+		return nil, false // the common case, without errors.As's allocation
+	}
 	var cr *ConsentRequired
 	ok := errors.As(err, &cr)
 	return cr, ok
