@@ -180,10 +180,17 @@ func TestWatchBlipKeepsStaleReserve(t *testing.T) {
 	a, b := startProxy(t, shared), startProxy(t, shared)
 	fresh, _, _ := readAs(t, a.URL, "h+test://doc", "")
 	reserve, _, _ := readAs(t, a.URL, "h+test://reserve", "")
-	redisEntries(t, rs, "public", 2)
 	if again, _, _ := readAs(t, b.URL, "h+test://doc", ""); again != fresh {
 		t.Fatalf("replica b: %q", again)
 	}
+	// The reserve is in Redis: a replica of a moment serves it without an
+	// upstream call (b must not hold it in memory: its stale answer below
+	// comes from Redis).
+	c := startProxy(t, shared)
+	if got, _, _ := readAs(t, c.URL, "h+test://reserve", ""); got != reserve || h.count("test://reserve") != 1 {
+		t.Fatalf("a third replica read the reserve as %q with %d upstream calls, want %q from Redis", got, h.count("test://reserve"), reserve)
+	}
+	c.stop()
 	// The blip: every open connection to the upstream is cut (the watches'
 	// listen streams among them); both replicas reconnect.
 	up.srv.CloseClientConnections()

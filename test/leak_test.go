@@ -31,8 +31,11 @@ func TestLeak01PrivateNeverCrossesCredentials(t *testing.T) {
 	up := modernSDK(t, h.Server)
 	shared := fmt.Sprintf("cache: {secret: leak-secret-0123456789, redis: {url: %q}}\n", rs.URL())
 	a, b := cachedProxy(t, up.URL, shared), cachedProxy(t, up.URL, shared)
-	readAs(t, a.URL, "h+test://priv/1", "token-A")
-	redisEntries(t, rs, "private", 1)
+	first, _, _ := readAs(t, a.URL, "h+test://priv/1", "token-A")
+	// A's entry is in Redis: replica b serves it to her without a call.
+	if again, _, _ := readAs(t, b.URL, "h+test://priv/1", "token-A"); again != first || h.count("test://priv/1") != 1 {
+		t.Fatalf("replica b served A %q (%d upstream calls), want her entry %q from Redis", again, h.count("test://priv/1"), first)
+	}
 	for _, p := range []*proxy{a, b} {
 		if text, _, _ := readAs(t, p.URL, "h+test://priv/1", "token-B"); !strings.Contains(text, "for=Bearer token-B") {
 			t.Errorf("B was served %q", text)
