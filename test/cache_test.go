@@ -174,7 +174,8 @@ func TestCacheUpstreamCalls(t *testing.T) {
 		t.Errorf("hints: scope %q, ttl %d then %d", scope, ttl1, ttl2)
 	}
 
-	// Expiry: a 1.5 s entry counts down, then costs one more call.
+	// Expiry: a 1.5 s entry counts down, then costs one more call. The
+	// process counts it by its own clock: the waits are real time.
 	var last int64 = 1500
 	readAs(t, p.URL, "h+test://short", "")
 	for i := 0; i < 4; i++ {

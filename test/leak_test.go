@@ -280,7 +280,7 @@ func TestLeak10DegradedPathsKeepScope(t *testing.T) {
 	// A's entry goes stale and the upstream dies: A may get it stale, B
 	// may not.
 	readAs(t, p.URL, "h+test://short", "token-A")
-	time.Sleep(1600 * time.Millisecond)
+	time.Sleep(1600 * time.Millisecond) // past its 1.5 s freshness, by the process's clock
 	up.srv.CloseClientConnections()
 	up.srv.Close()
 	if _, ttl, _ := readAs(t, p.URL, "h+test://short", "token-B"); ttl != 0 {
@@ -312,7 +312,7 @@ func TestLeak12RandomizedConcurrency(t *testing.T) {
 		defer close(restarted)
 		<-restartAt
 		rs.Stop()
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // an outage that lasts, under the load
 		rs.Restart()
 	}()
 	var once sync.Once
