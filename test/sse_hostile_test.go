@@ -198,9 +198,12 @@ func TestSSEHostileServers(t *testing.T) {
 		})
 	})
 	t.Run("a flood of answers to no call", func(t *testing.T) {
+		began := time.Now()
 		raw := newRawSSE(t, sameOrigin)
 		raw.flood = true
-		p := behind(t, raw)
+		// A flood under -race on two shared cores makes a read slow: what
+		// this measures is memory and the log, not latency.
+		p := startProxy(t, "upstreams:"+httpUpstreamYAML("bad", raw.url(), "transport: sse", "timeout: 30s")+httpUpstreamYAML("good", good.URL))
 		heap := func() uint64 {
 			runtime.GC()
 			var m runtime.MemStats
@@ -213,22 +216,24 @@ func TestSSEHostileServers(t *testing.T) {
 				t.Fatalf("read %d during the flood: %q", i, text)
 			}
 		}
-		// The flood goes on: the heap is measured once Manifold has taken
-		// in another 60,000 answers of some 560 bytes, more than the heap
-		// may grow by (the stream is written only as fast as it is read).
-		flooded := raw.junk.Load()
+		// The heap is measured once Manifold has taken in 60,000 answers of
+		// some 560 bytes, more than the heap may grow by (the stream is
+		// written only as fast as it is read; the reads usually take in
+		// more than that).
 		eventually(t, 60*time.Second, func() error {
-			if n := raw.junk.Load() - flooded; n < 60_000 {
-				return fmt.Errorf("%d more answers to no call taken in, want 60,000", n)
+			if n := raw.junk.Load(); n < 60_000 {
+				return fmt.Errorf("%d answers to no call taken in, want 60,000", n)
 			}
 			return nil
 		})
 		if grew := int64(heap()) - int64(before); grew > 32<<20 {
 			t.Errorf("the heap grew %d MiB during the flood", grew>>20)
 		}
+		// The flood is logged, with its count, at most once every 10 s
+		// however long it lasts.
 		lines := strings.Count(p.Logs.String(), "answered a call not in flight")
-		if lines == 0 || lines > 2 {
-			t.Errorf("%d log lines for the flood, want a few", lines)
+		if lasted := time.Since(began); lines == 0 || lines > 1+int(lasted/(10*time.Second)) {
+			t.Errorf("%d log lines for a flood of %v, want one per 10 s", lines, lasted.Round(time.Second))
 		}
 	})
 }
