@@ -105,10 +105,12 @@ func TestRetryAfterCapped(t *testing.T) {
 	}))
 	p := startProxy(t, "cache: {stale_if_error: 1m}\nupstreams:"+httpUpstreamYAML("h", up.URL, "timeout: 5s"))
 	fresh, _, _ := readAs(t, p.URL, "h+test://short", "")
-	time.Sleep(1600 * time.Millisecond) // past the 1.5 s freshness
+	time.Sleep(1600 * time.Millisecond) // past the 1.5 s freshness, by the process's clock
 	down.Store(true)
 	start := time.Now()
 	text, ttl, _ := readAs(t, p.URL, "h+test://short", "")
+	// The bound is the behaviour: Retry-After would hold the read for a
+	// minute, the 5 s timeout for five seconds; the cap is 1 s.
 	if took := time.Since(start); text != fresh || ttl != 0 || took > 3*time.Second {
 		t.Errorf("a read against 503 Retry-After: 60 took %v and answered %q (ttl %d), want the stale %q at once", took, text, ttl, fresh)
 	}
@@ -180,10 +182,17 @@ func TestWatchBlipKeepsStaleReserve(t *testing.T) {
 	a, b := startProxy(t, shared), startProxy(t, shared)
 	fresh, _, _ := readAs(t, a.URL, "h+test://doc", "")
 	reserve, _, _ := readAs(t, a.URL, "h+test://reserve", "")
-	redisEntries(t, rs, "public", 2)
 	if again, _, _ := readAs(t, b.URL, "h+test://doc", ""); again != fresh {
 		t.Fatalf("replica b: %q", again)
 	}
+	// The reserve is in Redis: a replica of a moment serves it without an
+	// upstream call (b must not hold it in memory: its stale answer below
+	// comes from Redis).
+	c := startProxy(t, shared)
+	if got, _, _ := readAs(t, c.URL, "h+test://reserve", ""); got != reserve || h.count("test://reserve") != 1 {
+		t.Fatalf("a third replica read the reserve as %q with %d upstream calls, want %q from Redis", got, h.count("test://reserve"), reserve)
+	}
+	c.stop()
 	// The blip: every open connection to the upstream is cut (the watches'
 	// listen streams among them); both replicas reconnect.
 	up.srv.CloseClientConnections()
@@ -235,6 +244,8 @@ func TestSlowBodyCutOff(t *testing.T) {
 	for {
 		select {
 		case <-closed:
+			// Bounds of a bounded wait: cut at read_timeout (1 s), not
+			// after the dribbler's whole body or never.
 			if took := time.Since(start); took > 3*time.Second {
 				t.Errorf("the connection was cut after %v, want about read_timeout (1s)", took)
 			}

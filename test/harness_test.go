@@ -355,7 +355,10 @@ func eventually(t testing.TB, d time.Duration, f func() error) {
 }
 
 // redisEntries waits until Redis holds n cache entries of scope (public or
-// private): the proxy writes to Redis asynchronously.
+// private): the proxy writes to Redis asynchronously. It reads the key
+// layout, so it is for the benchmarks' setup only: a test waits for what a
+// user sees instead (another replica serves the entry without an upstream
+// call).
 func redisEntries(t testing.TB, rs *redistest.Server, scope string, n int) {
 	t.Helper()
 	eventually(t, 10*time.Second, func() error {

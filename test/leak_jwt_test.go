@@ -39,7 +39,10 @@ func TestLeakCasesWithJWTPrincipals(t *testing.T) {
 
 	t.Run("01 private never crosses principals", func(t *testing.T) {
 		first := read(a, "h+test://priv/j1", "token-A")
-		redisEntries(t, rs, "private", 1)
+		// A's entry is in Redis: replica b serves it to her without a call.
+		if again := read(b, "h+test://priv/j1", "token-A"); again != first || h.count("test://priv/j1") != 1 {
+			t.Fatalf("replica b served A %q (%d upstream calls), want her entry %q from Redis", again, h.count("test://priv/j1"), first)
+		}
 		for _, p := range []*proxy{a, b} {
 			if text := read(p, "h+test://priv/j1", "token-B"); !strings.HasPrefix(text, "for=Bearer token-B ") {
 				t.Errorf("B was served %q", text)

@@ -31,8 +31,11 @@ func TestLeak01PrivateNeverCrossesCredentials(t *testing.T) {
 	up := modernSDK(t, h.Server)
 	shared := fmt.Sprintf("cache: {secret: leak-secret-0123456789, redis: {url: %q}}\n", rs.URL())
 	a, b := cachedProxy(t, up.URL, shared), cachedProxy(t, up.URL, shared)
-	readAs(t, a.URL, "h+test://priv/1", "token-A")
-	redisEntries(t, rs, "private", 1)
+	first, _, _ := readAs(t, a.URL, "h+test://priv/1", "token-A")
+	// A's entry is in Redis: replica b serves it to her without a call.
+	if again, _, _ := readAs(t, b.URL, "h+test://priv/1", "token-A"); again != first || h.count("test://priv/1") != 1 {
+		t.Fatalf("replica b served A %q (%d upstream calls), want her entry %q from Redis", again, h.count("test://priv/1"), first)
+	}
 	for _, p := range []*proxy{a, b} {
 		if text, _, _ := readAs(t, p.URL, "h+test://priv/1", "token-B"); !strings.Contains(text, "for=Bearer token-B") {
 			t.Errorf("B was served %q", text)
@@ -277,7 +280,7 @@ func TestLeak10DegradedPathsKeepScope(t *testing.T) {
 	// A's entry goes stale and the upstream dies: A may get it stale, B
 	// may not.
 	readAs(t, p.URL, "h+test://short", "token-A")
-	time.Sleep(1600 * time.Millisecond)
+	time.Sleep(1600 * time.Millisecond) // past its 1.5 s freshness, by the process's clock
 	up.srv.CloseClientConnections()
 	up.srv.Close()
 	if _, ttl, _ := readAs(t, p.URL, "h+test://short", "token-B"); ttl != 0 {
@@ -309,7 +312,7 @@ func TestLeak12RandomizedConcurrency(t *testing.T) {
 		defer close(restarted)
 		<-restartAt
 		rs.Stop()
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // an outage that lasts, under the load
 		rs.Restart()
 	}()
 	var once sync.Once

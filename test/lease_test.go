@@ -41,11 +41,9 @@ func TestOneFillAcrossReplicas(t *testing.T) {
 	}
 	// A replica whose reads all came after the entry was stored served
 	// them as Redis hits; at least one waited for the holder's fill.
-	waited := 0
+	waited := 0.0
 	for _, p := range replicas {
-		if strings.Contains(scrape(t, p.URL), `manifold_cache_shared_fills_total{upstream="h"} 1`) {
-			waited++
-		}
+		waited += counted(t, scrape(t, p.URL), "manifold_cache_shared_fills_total", "upstream", "h")
 	}
 	if waited < 1 {
 		t.Errorf("no replica counted a shared fill")
@@ -91,22 +89,28 @@ func readConcurrently(t *testing.T, replicas []*proxy, n int, uri string, token 
 	return texts
 }
 
-// heldServer serves test://{+path}; reading test://held takes 600 ms and
-// each start of that read is counted and signalled.
-func heldServer(started chan<- struct{}, starts *atomic.Int32) *mcp.Server {
+// heldServer serves test://{+path}; each start of a read of test://held is
+// counted and signalled. The first is held until release closes (its
+// caller is killed mid-fill, however slow the test is to kill it); the
+// others take 600 ms.
+func heldServer(started chan<- struct{}, starts *atomic.Int32, release <-chan struct{}) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "held", Version: "1"}, &mcp.ServerOptions{
 		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.TTLMs, c.CacheScope = 60_000, "public" },
 	})
 	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "test://{+path}", Name: "any"},
 		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			if req.Params.URI == "test://held" {
-				starts.Add(1)
+				var filled <-chan time.Time
+				if starts.Add(1) > 1 {
+					filled = time.After(600 * time.Millisecond)
+				}
 				select {
 				case started <- struct{}{}:
 				default:
 				}
 				select {
-				case <-time.After(600 * time.Millisecond):
+				case <-release: // the first fill's end, once its caller is dead
+				case <-filled:
 				case <-ctx.Done():
 					return nil, ctx.Err()
 				}
@@ -121,9 +125,11 @@ func heldServer(started chan<- struct{}, starts *atomic.Int32) *mcp.Server {
 // one more upstream call, not one each.
 func TestFillLeaseHolderKilled(t *testing.T) {
 	rs := redistest.Start(t)
-	started := make(chan struct{}, 1)
+	started, release := make(chan struct{}, 1), make(chan struct{})
 	var starts atomic.Int32
-	up := modernSDK(t, heldServer(started, &starts))
+	up := modernSDK(t, heldServer(started, &starts, release))
+	releaseFill := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseFill) // before the upstream server's close, which waits for the held fill
 	shared := fmt.Sprintf("cache: {secret: lease-secret-0123456789, redis: {url: %q}}\nupstreams:", rs.URL()) + httpUpstreamYAML("h", up.URL)
 	holder := startOps(t, shared)
 	others := []*proxy{startProxy(t, shared), startProxy(t, shared)}
@@ -131,20 +137,13 @@ func TestFillLeaseHolderKilled(t *testing.T) {
 		readAs(t, p.URL, "h+test://warm", "")
 	}
 
-	holderRead := make(chan struct{})
-	go func() {
-		defer close(holderRead)
-		req, _ := http.NewRequest(http.MethodPost, holder.MCP, strings.NewReader(rpcBody(1, "resources/read", `"uri":"h+test://held"`)))
-		req.Header = headers("resources/read", "h+test://held")
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
-	}()
+	holderRead := readInBackground(holder.MCP, "h+test://held")
 	select {
 	case <-started:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the holder's fill never reached the upstream")
 	}
+	before := missesOf(t, others)
 	begin := time.Now()
 	var wg sync.WaitGroup
 	for i := range 20 {
@@ -154,16 +153,51 @@ func TestFillLeaseHolderKilled(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(200 * time.Millisecond) // they are waiting on the lease now
+	// Every read has missed (it is counted before the fill it waits on),
+	// and the holder's lease stands: they are waiting on it now.
+	eventually(t, 10*time.Second, func() error {
+		if n := missesOf(t, others) - before; n < 20 {
+			return fmt.Errorf("%v of the 20 reads have missed", n)
+		}
+		return nil
+	})
 	if err := holder.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	releaseFill()
 	wg.Wait()
 	<-holderRead
-	if took := time.Since(begin); took > 6*time.Second {
+	// A bounded wait: a waiter takes over once the dead holder's 3 s lease
+	// expires (and gives up waiting a second later), not after its request
+	// times out; about three leases is generous.
+	if took := time.Since(begin); took > 10*time.Second {
 		t.Errorf("the waiting replicas answered after %v", took)
 	}
 	if n := starts.Load(); n != 2 {
 		t.Errorf("%d upstream fills started, want 2: the killed holder's and one takeover", n)
 	}
+}
+
+// missesOf sums the cache misses of upstream h on replicas.
+func missesOf(t *testing.T, replicas []*proxy) (n float64) {
+	t.Helper()
+	for _, p := range replicas {
+		n += counted(t, scrape(t, p.URL), "manifold_cache_misses_total", "upstream", "h")
+	}
+	return n
+}
+
+// readInBackground reads uri at url, ignoring the outcome; the channel
+// closes when the read has ended.
+func readInBackground(url, uri string) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(rpcBody(1, "resources/read", fmt.Sprintf(`"uri":%q`, uri))))
+		req.Header = headers("resources/read", uri)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	return done
 }

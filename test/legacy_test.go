@@ -209,7 +209,9 @@ func TestLegacySessionWire(t *testing.T) {
 	}
 	legacyPost(t, p.URL, sid, `{"jsonrpc":"2.0","id":7,"method":"ping"}`).wantError(t, 404, -32600)
 	idle, _ := initialize(t, p.URL, "2025-11-25")
-	time.Sleep(2500 * time.Millisecond) // past idle_timeout (1s) and a sweep
+	// Past idle_timeout (1s) and a sweep, by the process's clock; a poll
+	// would use the session and keep it alive.
+	time.Sleep(2500 * time.Millisecond)
 	legacyPost(t, p.URL, idle, `{"jsonrpc":"2.0","id":8,"method":"ping"}`).wantError(t, 404, -32600)
 }
 

@@ -45,7 +45,7 @@ func TestLegacyTypeScriptClient(t *testing.T) {
 		}
 		steps[line.Step] = line.Value
 		if line.Step == "subscribed" {
-			go func() {
+			go func() { // again until the client reports it, as awaitWebUpdate does
 				for ctx.Err() == nil {
 					updateUpstream(t, s, "test://web/1")
 					time.Sleep(300 * time.Millisecond)

@@ -42,9 +42,31 @@ func toolRequest(url, name, args string) *http.Request {
 	return r
 }
 
-// A 3 s outage of an upstream under 300 calls a second: one line when it
-// starts failing and one when it recovers (the issue measured about 200
-// lines per replica before), however many calls failed in between.
+// answered waits until method's answers on o's metrics that are ok (or,
+// with ok false, errors) have grown by n.
+func answered(t *testing.T, o *opsProcess, method string, ok bool, n float64) {
+	t.Helper()
+	count := func() float64 {
+		_, m := o.get(t, "/metrics")
+		good := counted(t, m, "manifold_requests_total", "method", method, "code", "ok")
+		if ok {
+			return good
+		}
+		return counted(t, m, "manifold_requests_total", "method", method) - good
+	}
+	base := count()
+	eventually(t, 30*time.Second, func() error {
+		if got := count() - base; got < n {
+			return fmt.Errorf("%v more %s answers (ok %v), want %v", got, method, ok, n)
+		}
+		return nil
+	})
+}
+
+// An outage of an upstream under 300 calls a second, long enough for
+// hundreds of calls to fail: one line when it starts failing and one when
+// it recovers (the issue measured about 200 lines per replica before),
+// however many calls failed in between.
 func TestOutageLogVolume(t *testing.T) {
 	h := sleepyServer()
 	a := newSwitchable(t, modernHandler(h.Server))
@@ -56,12 +78,12 @@ func TestOutageLogVolume(t *testing.T) {
 		defer close(done)
 		drive(o.MCP, 300, stop, func(int) *http.Request { return toolRequest(o.MCP, "a_sleep", `{"ms":0}`) })
 	}()
-	time.Sleep(time.Second)
+	answered(t, o, "tools/call", true, 100)
 	a.down()
-	time.Sleep(3 * time.Second)
+	answered(t, o, "tools/call", false, 600)
 	a.up()
 	o.waitReady(t, http.StatusOK, map[string]string{"a": "ready"})
-	time.Sleep(2 * time.Second) // calls succeed again for a while
+	answered(t, o, "tools/call", true, 300) // calls succeed again for a while
 	close(stop)
 	<-done
 	eventually(t, 5*time.Second, func() error {
@@ -97,11 +119,16 @@ func TestRedisLossLoggedOnce(t *testing.T) {
 			return r
 		})
 	}()
-	time.Sleep(time.Second)
+	answered(t, o, "resources/read", true, 100)
 	rs.Stop()
-	// Longer than the breaker's default 5 failures of the 1 s heartbeat:
-	// only memory hits flow, so the heartbeat is what notices.
-	time.Sleep(6500 * time.Millisecond)
+	// Until the loss is noticed: only memory hits flow, so it is the 1 s
+	// heartbeat's failures (5, by default) that open the breaker.
+	eventually(t, 20*time.Second, func() error {
+		if o.logCount("redis unavailable") == 0 {
+			return fmt.Errorf("the loss of Redis is not noticed yet")
+		}
+		return nil
+	})
 	rs.Restart()
 	eventually(t, 20*time.Second, func() error {
 		if o.logCount("redis recovered") == 0 {

@@ -194,6 +194,24 @@ func sleepyServer() *hintedServer {
 	return h
 }
 
+// toolCalls signals each tools/call s receives, as it starts: a test waits
+// on it for "the call is under way".
+func toolCalls(s *mcp.Server) <-chan struct{} {
+	calls := make(chan struct{}, 16)
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" {
+				select {
+				case calls <- struct{}{}:
+				default:
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return calls
+}
+
 // addSleepTool adds a tool "sleep" that answers after ms milliseconds.
 func addSleepTool(s *mcp.Server) {
 	type args struct {

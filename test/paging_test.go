@@ -122,7 +122,7 @@ func TestStaleCursorExpires(t *testing.T) {
 	if page.NextCursor == "" {
 		t.Fatal("no cursor")
 	}
-	time.Sleep(2100 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond) // past cursor_ttl, by the clock of the process that signed it
 	r := post(t, p.URL, headers("resources/list", ""), rpcBody(2, "resources/list", fmt.Sprintf(`"cursor":%q`, page.NextCursor)))
 	r.wantError(t, http.StatusBadRequest, -32602)
 	if !strings.Contains(r.Error.Message, "stale") {
@@ -203,6 +203,8 @@ func TestSlowUpstreamDoesNotBlockOthers(t *testing.T) {
 	start := time.Now()
 	var page listResult
 	post(t, p.URL, headers("resources/list", ""), rpcBody(1, "resources/list", "")).result(t, &page)
+	// A bounded wait: the hung upstream costs the list its own 500 ms
+	// timeout, not a hang.
 	if len(page.Resources) == 0 || time.Since(start) > 5*time.Second {
 		t.Errorf("list with a hung upstream: %d items after %v", len(page.Resources), time.Since(start))
 	}

@@ -53,7 +53,7 @@ func TestPerPrincipalLimit(t *testing.T) {
 		t.Errorf("bob, while alice is limited: HTTP %d", r.Status)
 	}
 	metrics := scrapeAs(t, p.URL, bob)
-	if !strings.Contains(metrics, `manifold_rate_limited_total{limit="principal",upstream=""} 1`) || strings.Contains(metrics, "alice") {
+	if counted(t, metrics, "manifold_rate_limited_total", "limit", "principal") != 1 || strings.Contains(metrics, "alice") {
 		t.Errorf("metrics:\n%s", grepLines(metrics, "rate_limited"))
 	}
 }
@@ -116,7 +116,7 @@ func TestPerUpstreamLimit(t *testing.T) {
 	if h1.count("test://pub/u") != 1 {
 		t.Errorf("upstream one was called %d times, want 1 (then cache hits)", h1.count("test://pub/u"))
 	}
-	if m := scrape(t, p.URL); !strings.Contains(m, `manifold_rate_limited_total{limit="upstream",upstream="one"} 1`) {
+	if m := scrape(t, p.URL); counted(t, m, "manifold_rate_limited_total", "limit", "upstream", "upstream", "one") != 1 || counted(t, m, "manifold_rate_limited_total", "upstream", "two") != 0 {
 		t.Errorf("metrics:\n%s", grepLines(m, "rate_limited"))
 	}
 }

@@ -39,7 +39,7 @@ func TestRedisTopologies(t *testing.T) {
 			a := cachedProxy(t, up.URL, shared)
 			b := cachedProxy(t, up.URL, shared)
 
-			sharesEntries(t, h, rt, a, b, "test://pub/1")
+			sharesEntries(t, h, a, b, "test://pub/1")
 			changeReachesEveryReplica(t, h, lt, a, b, 1)
 
 			// Fail over and back, under load; after each, the tier is
@@ -48,57 +48,43 @@ func TestRedisTopologies(t *testing.T) {
 				stop := make(chan struct{})
 				load := privateLoad(a, b, stop)
 				rt.Failover()
-				time.Sleep(2 * time.Second) // reads go on through the change
+				// Reads go on through the change and for a while after it,
+				// while the clients find the new master: a window of real
+				// time under load is what the test is about.
+				time.Sleep(2 * time.Second)
 				close(stop)
 				if err := load(); err != nil {
 					t.Errorf("failover %d: %v", round-1, err)
 				}
-				sharesEntries(t, h, rt, a, b, fmt.Sprintf("test://pub/%d", round))
+				sharesEntries(t, h, a, b, fmt.Sprintf("test://pub/%d", round))
 				changeReachesEveryReplica(t, h, lt, a, b, round)
 			}
 		})
 	}
 }
 
-// topology is a shared Redis a test can inspect and fail over.
+// topology is a shared Redis a test can fail over.
 type topology interface {
-	Keys(pattern string) ([]string, error)
 	Failover()
 }
 
-// sharesEntries expects an entry made on replica a to be a hit on replica
-// b: one upstream call for both. After a failover a replica may skip the
-// tier for its breaker's cooldown, so each attempt reads a new URI.
-func sharesEntries(t *testing.T, h *hintedServer, rt topology, a, b *proxy, prefix string) {
+// sharesEntries expects an entry made on replica a to be served by replica
+// b: one upstream call for both. (a writes to Redis after answering; b
+// finds the entry, or waits on a's fill lease, which a holds until it is
+// stored.) After a failover a replica may skip the tier for its breaker's
+// cooldown, so each attempt reads a new URI.
+func sharesEntries(t *testing.T, h *hintedServer, a, b *proxy, prefix string) {
 	t.Helper()
 	attempt := 0
 	eventually(t, 30*time.Second, func() error {
-		before, err := rt.Keys("*:public:*")
-		if err != nil {
-			return err
-		}
 		attempt++
 		uri := fmt.Sprintf("%s/%d", prefix, attempt)
 		first, _, _ := readAs(t, a.URL, "h+"+uri, "")
-		if err := waitKeys(rt, len(before)+1); err != nil {
-			return fmt.Errorf("%s: %w", uri, err)
-		}
 		if again, _, _ := readAs(t, b.URL, "h+"+uri, ""); again != first || h.count(uri) != 1 {
 			return fmt.Errorf("%s: replica b answered %q, replica a %q; %d upstream calls", uri, again, first, h.count(uri))
 		}
 		return nil
 	})
-}
-
-// waitKeys waits a second for Redis to hold n public entries: replicas
-// write asynchronously.
-func waitKeys(rt topology, n int) error {
-	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if keys, err := rt.Keys("*:public:*"); err == nil && len(keys) >= n {
-			return nil
-		}
-	}
-	return fmt.Errorf("the entry did not reach redis")
 }
 
 // changeReachesEveryReplica caches a document on both replicas, has the

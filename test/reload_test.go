@@ -30,6 +30,7 @@ func TestReload(t *testing.T) {
 	a, lt := trackedModern(t, h.Server)
 	bee := newSDKServer("bee", sdkOptions{resources: 5, pageSize: 2})
 	addSleepTool(bee)
+	beeCalls := toolCalls(bee)
 	b := modernSDK(t, bee)
 	cee := newSDKServer("cee", sdkOptions{resources: 1})
 	c := modernSDK(t, cee)
@@ -54,7 +55,11 @@ func TestReload(t *testing.T) {
 	}
 	slow := make(chan string, 1)
 	go func() { slow <- toolTextRaw(o.MCP, "b_sleep", `{"ms":2000}`) }()
-	time.Sleep(300 * time.Millisecond) // the call is under way
+	select { // the call is under way
+	case <-beeCalls:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call never reached upstream b")
+	}
 
 	o.rewrite(t, "cache: {max_ttl: 30m}\nupstreams:"+httpUpstreamYAML("a", a.URL)+httpUpstreamYAML("c", c.URL))
 	if err := o.cmd.Process.Signal(syscall.SIGHUP); err != nil {

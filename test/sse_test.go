@@ -44,7 +44,7 @@ func mcpgoSSE(t *testing.T) *sseServer {
 			if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 				_ = srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{"progressToken": req.Params.Meta.ProgressToken, "progress": i, "total": 3, "message": "go"})
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // the progress is spread in time, ahead of the answer
 		}
 		return mcpgo.NewToolResultText("go: done"), nil
 	})
@@ -198,6 +198,8 @@ func TestSSEConcurrentCallsAndTimeout(t *testing.T) {
 	if r := post(t, p.URL, headers("tools/call", "old_wait"), rpcBody(1, "tools/call", `"name":"old_wait","arguments":{}`)); r.Error == nil {
 		t.Errorf("a call past its timeout: %s", r.Body)
 	}
+	// A bounded wait: the call ends at its 1 s call_timeout, not when the
+	// tool would (20 s).
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the call past its 1s timeout took %v", d)
 	}

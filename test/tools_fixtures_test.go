@@ -90,7 +90,7 @@ func addSDKTools(s *mcp.Server, name string) {
 			if tok := req.Params.GetProgressToken(); tok != nil {
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3, Message: name})
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // the progress is spread in time, ahead of the answer
 		}
 		return textResult(name + ": done"), nil
 	})
@@ -165,7 +165,7 @@ func mcpgoToolServer(name string, modern bool) http.Handler {
 			if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 				_ = srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{"progressToken": req.Params.Meta.ProgressToken, "progress": i, "total": 3, "message": name})
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // the progress is spread in time, ahead of the answer
 		}
 		return mcpgo.NewToolResultText(name + ": done"), nil
 	})

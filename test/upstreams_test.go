@@ -258,7 +258,7 @@ func runChild(kind string) int {
 				if tok := req.Params.GetProgressToken(); tok != nil {
 					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3, Message: req.Params.URI})
 				}
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // the progress is spread in time, ahead of the answer
 			}
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "done"}}}, nil
 		})

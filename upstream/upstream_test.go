@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -82,6 +84,16 @@ func newUpstream(t *testing.T, o Options) *Upstream {
 		_ = u.Close(ctx)
 	})
 	return u
+}
+
+// eventually polls f until it holds, failing the test after d.
+func eventually(t *testing.T, d time.Duration, what string, f func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !f(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+	}
 }
 
 func readPID(ctx context.Context, u *Upstream) (string, error) {
@@ -279,13 +291,24 @@ func TestUnreachableClassification(t *testing.T) {
 // fails at once as unreachable (so a stale answer can stand in), instead of
 // waiting for the next start.
 func TestStdioBackoffFailsFast(t *testing.T) {
-	u := newUpstream(t, Options{Command: []string{"sh", "-c", "exit 1"}, Timeout: 10 * time.Second})
-	time.Sleep(2500 * time.Millisecond) // a few exits: the backoff is now seconds long
+	// Each start of the child appends a line to a file: the test sees how
+	// many times it was started, and whether a call waited for a start.
+	log := filepath.Join(t.TempDir(), "starts")
+	u := newUpstream(t, Options{Command: []string{"sh", "-c", `echo >> "$0"; exit 1`, log}, Timeout: 10 * time.Second})
+	starts := func() int {
+		b, _ := os.ReadFile(log)
+		return bytes.Count(b, []byte("\n"))
+	}
+	// After five exits the backoff before the next start is 0.8 s or more
+	// (100 ms doubling, with jitter of half either way): a call that
+	// waited for that start would see one more line.
+	eventually(t, 20*time.Second, "five starts of the child", func() bool { return starts() >= 5 })
 	for i := 0; i < 3; i++ {
-		start := time.Now()
+		before := starts()
 		_, err := readPID(context.Background(), u)
-		if took := time.Since(start); took > 500*time.Millisecond || err == nil || !Unreachable(err) {
-			t.Fatalf("a call during restart backoff took %v and failed with %v (unreachable: %v)", took, err, Unreachable(err))
+		if after := starts(); after != before || err == nil || !Unreachable(err) {
+			t.Fatalf("a call during restart backoff failed with %v (unreachable: %v); the child was started %d times meanwhile, want 0 (no waiting for the next start)",
+				err, Unreachable(err), after-before)
 		}
 	}
 }
@@ -294,16 +317,23 @@ func TestStdioBackoffFailsFast(t *testing.T) {
 // cannot be opened, the healthy one stays open (no drop, no "missed"
 // event), and the change is applied once the upstream accepts it.
 func TestWatchKeepsHealthyStream(t *testing.T) {
-	s := sdkServer()
+	// A server that declares resource subscriptions (the go-sdk does once
+	// it has a subscribe handler), so that the watched URIs are part of
+	// the stream's filter and a changed set needs a new stream.
+	s := sdk.NewServer(&sdk.Implementation{Name: "upstream-fixture", Version: "1"}, &sdk.ServerOptions{
+		SubscribeHandler:   func(context.Context, *sdk.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
+	})
 	s.AddResource(&sdk.Resource{URI: "test://a", Name: "a"}, func(context.Context, *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: "test://a", Text: "a"}}}, nil
 	})
 	inner := modern(s)
 	var refuse atomic.Bool
-	var open atomic.Int32
+	var open, refused atomic.Int32
 	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Method") == mcp.MethodSubscriptions {
 			if refuse.Load() {
+				refused.Add(1)
 				http.Error(w, "overloaded", http.StatusServiceUnavailable)
 				return
 			}
@@ -318,8 +348,6 @@ func TestWatchKeepsHealthyStream(t *testing.T) {
 			missed.Add(1)
 		}
 	}})
-	// A server that declares subscriptions: the go-sdk does once it has a
-	// subscribe handler; sdkServer has none, so watch list changes only.
 	u.StartWatching()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -328,7 +356,9 @@ func TestWatchKeepsHealthyStream(t *testing.T) {
 	}
 	refuse.Store(true)
 	v := u.Watch([]string{"test://a", "test://b"})
-	time.Sleep(500 * time.Millisecond)
+	// Two refusals: the second is the retry, so the first has been dealt
+	// with (the old stream kept, or wrongly dropped) by then.
+	eventually(t, 10*time.Second, "the refused change retried", func() bool { return refused.Load() >= 2 })
 	if open.Load() != 1 || missed.Load() != 0 {
 		t.Fatalf("after a refused change: %d streams open, %d missed events; want the old stream kept and no miss", open.Load(), missed.Load())
 	}

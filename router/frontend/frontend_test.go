@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -271,6 +272,23 @@ func TestProgressBeforeResult(t *testing.T) {
 	}
 }
 
+// readUntil reads lines from r until what it read contains each of wants,
+// and returns it.
+func readUntil(t *testing.T, r *bufio.Reader, wants ...string) string {
+	t.Helper()
+	var seen strings.Builder
+	for _, want := range wants {
+		for !strings.Contains(seen.String(), want) {
+			line, err := r.ReadString('\n')
+			seen.WriteString(line)
+			if err != nil {
+				t.Fatalf("the stream ended (%v) before %q:\n%s", err, want, seen.String())
+			}
+		}
+	}
+	return seen.String()
+}
+
 // A listen is acknowledged with its own id and the part of the filter that
 // can be honoured (here the list, which a reload may change, but no URI:
 // no upstream serves it), then ended by a shutdown with
@@ -289,18 +307,29 @@ func TestListenFraming(t *testing.T) {
 	if status, b := send(t, srv.URL, http.MethodPost, modernHeaders("subscriptions/listen", ""), bad); status != 400 || !strings.Contains(string(b), "-32602") {
 		t.Errorf("bad filter: %d %s", status, b)
 	}
-	done := make(chan []byte)
-	go func() {
-		_, b := send(t, srv.URL, http.MethodPost, modernHeaders("subscriptions/listen", ""), body)
-		done <- b
-	}()
-	time.Sleep(200 * time.Millisecond) // the ack, then a few keep-alives
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := h.Close(ctx); err != nil {
+	reqCtx, cancelReq := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelReq()
+	req, _ := http.NewRequestWithContext(reqCtx, http.MethodPost, srv.URL, strings.NewReader(body))
+	req.Header = modernHeaders("subscriptions/listen", "")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
 		t.Fatal(err)
 	}
-	b := string(<-done)
+	defer resp.Body.Close()
+	// The hub is shut down once the ack and a keep-alive have come.
+	lines := bufio.NewReader(resp.Body)
+	seen := readUntil(t, lines, "subscriptions/acknowledged", ": keep-alive")
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		closed <- h.Close(ctx)
+	}()
+	rest, _ := io.ReadAll(lines)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	b := seen + string(rest)
 	ack := `"method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"sub-1"},"notifications":{"resourcesListChanged":true}}`
 	if !strings.Contains(b, ack) {
 		t.Errorf("no acknowledgment honouring the list only, tagged sub-1:\n%s", b)

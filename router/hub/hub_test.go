@@ -59,6 +59,17 @@ func (l *listens) wrap(next http.Handler) http.Handler {
 	})
 }
 
+// streams returns the URIs each open upstream stream carries.
+func (l *listens) streams() [][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out [][]string
+	for _, uris := range l.open {
+		out = append(out, uris)
+	}
+	return out
+}
+
 // watching counts the open upstream streams that carry uri.
 func (l *listens) watching(uri string) int {
 	l.mu.Lock()
@@ -187,10 +198,15 @@ func TestReferenceCounts(t *testing.T) {
 	b := f.subscribe(t, "up+test://a", "up+test://b")
 	eventually(t, "one stream carrying both URIs", func() bool { return f.l.watching("test://a") == 1 && f.l.watching("test://b") == 1 })
 	a.Close()
-	time.Sleep(100 * time.Millisecond)
-	if f.l.watching("test://a") != 1 {
-		t.Fatal("test://a was released while a subscriber remained")
+	// A third subscriber makes the hub hand the upstream its set again:
+	// once one stream carries the new URI, it carries what a's leaving
+	// left, which must still hold test://a for b.
+	third := f.subscribe(t, "up+test://c")
+	eventually(t, "one stream carrying test://c", func() bool { return len(f.l.streams()) == 1 && f.l.watching("test://c") == 1 })
+	if got := f.l.streams()[0]; !slices.Contains(got, "test://a") || !slices.Contains(got, "test://b") {
+		t.Fatalf("after a subscriber of test://a left, the upstream stream carries %v: test://a was released while a subscriber remained", got)
 	}
+	third.Close()
 	b.Close()
 	eventually(t, "test://a and test://b released", func() bool { return f.l.watching("test://a") == 0 && f.l.watching("test://b") == 0 })
 	// A URI of an unknown upstream is not honoured; one of a known
