@@ -21,22 +21,36 @@ type target struct {
 	name, url, uri, tool string
 	pid                  int
 	behind               []int // (scale mode) upstream processes whose CPU also counts
+	legacyOnly           bool  // it serves 2025-11-25 callers only
 }
 
-// scenario is one request kind.
+// scenario is one request kind from a caller of one protocol revision.
 type scenario struct {
-	name string
-	body func(t target) string
+	name   string
+	modern bool // a 2026-07-28 caller: no session; each request carries its _meta and headers
+	build  func(t target) request
 }
+
+// modernMeta is the _meta a 2026-07-28 caller sends with every request.
+const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"peers","version":"1"}}`
 
 var scenarios = []scenario{
-	{"resources/read", func(t target) string {
-		return fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":%q}}`, t.uri)
+	{"resources/read", false, func(t target) request {
+		return legacyRequest(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":%q}}`, t.uri))
 	}},
-	{"tools/call", func(t target) string {
-		return fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":%q,"arguments":{}}}`, t.tool)
+	{"tools/call", false, func(t target) request {
+		return legacyRequest(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":%q,"arguments":{}}}`, t.tool))
+	}},
+	{"resources/read, a 2026-07-28 caller", true, func(t target) request {
+		return modernRequest("resources/read", t.uri, fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":%q,%s}}`, t.uri, modernMeta))
+	}},
+	{"tools/call, a 2026-07-28 caller", true, func(t target) request {
+		return modernRequest("tools/call", t.tool, fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":%q,"arguments":{},%s}}`, t.tool, modernMeta))
 	}},
 }
+
+// serves says whether t takes the scenario's caller.
+func (t target) serves(sc scenario) bool { return !sc.modern || !t.legacyOnly }
 
 // compare starts every target, runs the rounds and prints the report.
 func compare(c config) error {
@@ -57,6 +71,9 @@ func compare(c config) error {
 		for _, sc := range scenarios {
 			for _, conc := range []int{1, 16} {
 				for _, t := range order {
+					if !t.serves(sc) {
+						continue
+					}
 					m, err := measure(t, sc, conc, c.duration)
 					if err != nil {
 						return fmt.Errorf("%s, %s, c=%d: %w", t.name, sc.name, conc, err)
@@ -139,7 +156,8 @@ func startMCPProxy(bin, dir, upURL string, procs *processes) (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	return target{name: "TBXark/mcp-proxy", url: "http://" + addr + "/bench/", uri: "test://bench/doc", tool: "echo", pid: pid}, nil
+	// It speaks 2025-11-25 to its callers (mcp-go's server side).
+	return target{name: "TBXark/mcp-proxy", url: "http://" + addr + "/bench/", uri: "test://bench/doc", tool: "echo", pid: pid, legacyOnly: true}, nil
 }
 
 func freeAddr() (string, error) {

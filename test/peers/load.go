@@ -26,16 +26,16 @@ type measured struct {
 
 // measure runs conc clients, each with its own session, for d.
 func measure(t target, sc scenario, conc int, d time.Duration) (measured, error) {
-	sessions, err := openSessions(t.url, conc)
+	sessions, err := openSessions(t.url, conc, sc.modern)
 	if err != nil {
 		return measured{}, err
 	}
-	body := []byte(sc.body(t))
-	if err := call(t.url, sessions[0], body); err != nil { // and warm up
+	req := sc.build(t)
+	if err := call(t.url, sessions[0], req); err != nil { // and warm up
 		return measured{}, err
 	}
 	cpu0, start := cpuTime(t.pid), time.Now()
-	all, err := drive(t.url, sessions, body, start.Add(d))
+	all, err := drive(t.url, sessions, req, start.Add(d))
 	elapsed, cpu := time.Since(start), cpuTime(t.pid)-cpu0
 	if err != nil {
 		return measured{}, err
@@ -43,9 +43,13 @@ func measure(t target, sc scenario, conc int, d time.Duration) (measured, error)
 	return summarize(all, elapsed, cpu), nil
 }
 
-// openSessions opens one session per client.
-func openSessions(url string, conc int) ([]string, error) {
+// openSessions opens one session per client; a 2026-07-28 caller has none
+// (an empty id each).
+func openSessions(url string, conc int, modern bool) ([]string, error) {
 	sessions := make([]string, conc)
+	if modern {
+		return sessions, nil
+	}
 	for i := range sessions {
 		sid, err := initialize(url)
 		if err != nil {
@@ -56,9 +60,9 @@ func openSessions(url string, conc int) ([]string, error) {
 	return sessions, nil
 }
 
-// drive sends body from one client per session, back to back, until
+// drive sends req from one client per session, back to back, until
 // deadline, and returns every request's latency.
-func drive(url string, sessions []string, body []byte, deadline time.Time) ([]time.Duration, error) {
+func drive(url string, sessions []string, req request, deadline time.Time) ([]time.Duration, error) {
 	lat := make([][]time.Duration, len(sessions))
 	errs := make([]error, len(sessions))
 	var wg sync.WaitGroup
@@ -66,7 +70,7 @@ func drive(url string, sessions []string, body []byte, deadline time.Time) ([]ti
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
 				t0 := time.Now()
-				if err := call(url, sessions[i], body); err != nil {
+				if err := call(url, sessions[i], req); err != nil {
 					errs[i] = err
 					return
 				}
@@ -101,20 +105,46 @@ func summarize(all []time.Duration, elapsed, cpu time.Duration) measured {
 // initialize opens a 2025-11-25 session and returns its id ("" from a
 // stateless server).
 func initialize(url string) (string, error) {
-	resp, _, err := post(url, "", []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"peers","version":"1"}}}`))
+	resp, _, err := post(url, "", legacyRequest(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"peers","version":"1"}}}`))
 	if err != nil {
 		return "", fmt.Errorf("initialize: %w", err)
 	}
 	sid := resp.Header.Get("Mcp-Session-Id")
-	if _, _, err := post(url, sid, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)); err != nil {
+	if _, _, err := post(url, sid, legacyRequest(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)); err != nil {
 		return "", fmt.Errorf("notifications/initialized: %w", err)
 	}
 	return sid, nil
 }
 
-func call(url, sid string, body []byte) error {
-	_, _, err := post(url, sid, body)
+func call(url, sid string, req request) error {
+	_, _, err := post(url, sid, req)
 	return err
+}
+
+// request is one message with the headers its caller's revision sends.
+type request struct {
+	body   []byte
+	header http.Header
+}
+
+func legacyRequest(body string) request {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	h.Set("MCP-Protocol-Version", "2025-11-25")
+	return request{[]byte(body), h}
+}
+
+// modernRequest is a 2026-07-28 request of method about name (a tool's name
+// or a resource's URI), which its Mcp-Method and Mcp-Name headers repeat.
+func modernRequest(method, name, body string) request {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	h.Set("MCP-Protocol-Version", "2026-07-28")
+	h.Set("Mcp-Method", method)
+	h.Set("Mcp-Name", name)
+	return request{[]byte(body), h}
 }
 
 // closeSessions ends the sessions a run opened, so that a long run's
@@ -136,11 +166,9 @@ func closeSessions(url string, sessions []string) {
 
 // post sends one message and reads the whole answer, which must be a
 // result (or, for a notification, empty).
-func post(url, sid string, body []byte) (*http.Response, []byte, error) {
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+func post(url, sid string, r request) (*http.Response, []byte, error) {
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(r.body))
+	req.Header = r.header.Clone()
 	if sid != "" {
 		req.Header.Set("Mcp-Session-Id", sid)
 	}

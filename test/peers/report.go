@@ -37,6 +37,9 @@ func (r results) report(w io.Writer, targets []target, c config) {
 	for _, sc := range scenarios {
 		fmt.Fprintf(w, "\n%s\n\n| target | c=1 p50 vs direct | c=16 throughput vs direct | c=16 CPU per request of the hop process |\n|---|---|---|---|\n", sc.name)
 		for _, t := range targets {
+			if !t.serves(sc) {
+				continue
+			}
 			p50 := r.ratios(sc.name, 1, t.name, func(m, d measured) float64 { return float64(m.p50) / float64(d.p50) })
 			tput := r.ratios(sc.name, 16, t.name, func(m, d measured) float64 { return m.perSecond / d.perSecond })
 			cpu := r.ratios(sc.name, 16, t.name, func(m, _ measured) float64 { return float64(m.cpuPerCall) / float64(time.Microsecond) })

@@ -24,8 +24,8 @@ const (
 	fanOut      = 16   // upstreams resources/list is spread over
 )
 
-var listScenario = scenario{"resources/list", func(target) string {
-	return `{"jsonrpc":"2.0","id":2,"method":"resources/list","params":{}}`
+var listScenario = scenario{"resources/list", false, func(target) request {
+	return legacyRequest(`{"jsonrpc":"2.0","id":2,"method":"resources/list","params":{}}`)
 }}
 
 // scaleRun is what the parts of a scale run share.
@@ -181,10 +181,10 @@ func (s *scaleRun) captureHit(t target) (string, error) {
 		return "", err
 	}
 	defer closeSessions(t.url, []string{sid})
-	body := []byte(scenarios[0].body(t))
+	req := scenarios[0].build(t)
 	var out []byte
 	for range 2 { // the first read fills the cache, the second hits
-		if _, out, err = post(t.url, sid, body); err != nil {
+		if _, out, err = post(t.url, sid, req); err != nil {
 			return "", err
 		}
 	}
@@ -198,20 +198,20 @@ func (s *scaleRun) captureHit(t target) (string, error) {
 // measurePeak is measure with the target's peak RSS over the run. It closes
 // its sessions after, so that they do not pile up in the later cells' RSS.
 func measurePeak(t target, sc scenario, conc int, d time.Duration) (measured, error) {
-	sessions, err := openSessions(t.url, conc)
+	sessions, err := openSessions(t.url, conc, sc.modern)
 	if err != nil {
 		return measured{}, err
 	}
 	defer closeSessions(t.url, sessions)
-	body := []byte(sc.body(t))
-	if err := call(t.url, sessions[0], body); err != nil { // and warm up
+	req := sc.build(t)
+	if err := call(t.url, sessions[0], req); err != nil { // and warm up
 		return measured{}, err
 	}
 	if err := resetPeakRSS(t.pid); err != nil {
 		return measured{}, fmt.Errorf("resetting the peak RSS: %w", err)
 	}
 	cpu0, behind0, start := cpuTime(t.pid), cpuBehind(t), time.Now()
-	all, err := drive(t.url, sessions, body, start.Add(d))
+	all, err := drive(t.url, sessions, req, start.Add(d))
 	if err != nil {
 		return measured{}, err
 	}
