@@ -110,6 +110,51 @@ func TestLegacySessionRenewedAndDeleted(t *testing.T) {
 	}
 }
 
+// A legacy caller that initializes while Manifold is between sessions
+// with an upstream that forgot its session (its watch stream was cut and
+// the server restarted) is told of that upstream's tools, as it last
+// declared them: a legacy caller decides at initialize what it will ever
+// ask, so leaving them out would hide them for its whole session.
+func TestInitializeBetweenUpstreamSessions(t *testing.T) {
+	var generation atomic.Int32
+	var gone atomic.Int32 // requests answered 404 for a forgotten session
+	handlers := sync.Map{}
+	handlerFor := func(gen int32) http.Handler {
+		h, _ := handlers.LoadOrStore(gen, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+			return sdkToolServer(fmt.Sprintf("legacy%d", gen), sdkOptions{resources: 1})
+		}, nil))
+		return h.(http.Handler)
+	}
+	up := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		handlerFor(generation.Load()).ServeHTTP(rec, r)
+		if rec.status == http.StatusNotFound {
+			gone.Add(1)
+		}
+	}))
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("old", up.URL, "protocol: 2025-11-25"))
+	if _, r := initialize(t, p.URL, "2025-11-25"); !strings.Contains(string(r.Result), `"tools"`) {
+		t.Fatalf("first initialize: %s", r.Result)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if up.Calls.get("GET") == 0 {
+			return fmt.Errorf("no watch stream yet")
+		}
+		return nil
+	})
+	generation.Add(1)
+	up.srv.CloseClientConnections() // the watch's stream drops; its next GET meets the restarted server
+	eventually(t, 10*time.Second, func() error {
+		if gone.Load() == 0 || !strings.Contains(p.Logs.String(), "upstream watch down") {
+			return fmt.Errorf("the watch has not found the session gone yet")
+		}
+		return nil
+	})
+	if _, r := initialize(t, p.URL, "2025-11-25"); !strings.Contains(string(r.Result), `"tools"`) {
+		t.Errorf("initialize while the upstream renegotiates lacks its tools: %s", r.Result)
+	}
+}
+
 // A legacy server that pings Manifold in the middle of a call gets its
 // answer, and the call completes.
 func TestLegacyServerPingAnswered(t *testing.T) {
@@ -333,3 +378,20 @@ func TestStdioProgressReachesItsCaller(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// statusRecorder keeps the status a handler answered with.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Flush() { http.NewResponseController(r.ResponseWriter).Flush() }
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

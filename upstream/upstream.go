@@ -153,6 +153,7 @@ type Upstream struct {
 
 	mu         sync.Mutex
 	sess       *session
+	known      *mcp.Capabilities   // the latest negotiation's, kept while the session is renewed
 	eras       map[string]*session // caller-era sessions, by revision (era.go)
 	last       string              // the version of the latest negotiation
 	probe      singleflight.Group
@@ -478,14 +479,16 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 			}
 			return nil, err
 		}
-		u.health.success()
 		u.mu.Lock()
-		u.sess = s
+		u.sess, u.known = s, &s.Capabilities
 		if u.last != "" && u.last != s.Version {
 			u.eraChanges.Add(1)
 		}
 		u.last = s.Version
 		u.mu.Unlock()
+		// Up only once the session is there: whoever sees Up finds its
+		// capabilities.
+		u.health.success()
 		u.log.Info("upstream ready", "transport", u.wire(), "protocol", s.Version, "server", s.ServerInfo.Name, "serverVersion", s.ServerInfo.Version)
 		return s, nil
 	})

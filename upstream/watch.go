@@ -108,14 +108,17 @@ func (u *Upstream) watched() ([]string, uint64) {
 }
 
 // Capabilities returns what the server declared, without waiting: ok is
-// false until the first negotiation.
+// false until the first negotiation. A session the server forgot (it
+// restarted) leaves its capabilities in place until the next negotiation
+// replaces them, so a caller arriving meanwhile is not told the server
+// serves nothing.
 func (u *Upstream) Capabilities() (mcp.Capabilities, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.sess == nil {
+	if u.known == nil {
 		return mcp.Capabilities{}, false
 	}
-	return u.sess.Capabilities, true
+	return *u.known, true
 }
 
 func (u *Upstream) emit(ev Event) {
