@@ -283,7 +283,9 @@ func (c *Config) validateUpstreams(ps *problems) {
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
 		*ps = append(*ps, u.validate(fmt.Sprintf("upstreams[%d]", i), seen, i)...)
-		u.ToolCache.validate(func(key, format string, args ...any) { ps.add(fmt.Sprintf("upstreams[%d].%s", i, key), format, args...) }, c.Cache.MaxTTL)
+		u.ToolCache.validate(func(key, format string, args ...any) {
+			ps.add(fmt.Sprintf("upstreams[%d].%s", i, key), format, args...)
+		}, c.Cache.MaxTTL)
 		if c.Namespace == NamespacePrefix && u.Name != "" && u.Name[0] >= '0' && u.Name[0] <= '9' {
 			ps.add(fmt.Sprintf("upstreams[%d].name", i), "%q starts with a digit; with namespace: prefix it starts a URI scheme, which must begin with a letter", u.Name)
 		}
