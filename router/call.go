@@ -22,6 +22,9 @@ func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, r
 	if !ok {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.name must be a string")
 	}
+	if !set.View().Shows(m.Names, name) {
+		return nil, unknownName(m.Names, name)
+	}
 	u, inner := r.nameOwner(ctx, set, m.Names, name)
 	if u == nil {
 		return nil, unknownName(m.Names, name)
@@ -56,11 +59,17 @@ func (r *Router) complete(ctx context.Context, set *upstream.Set, req *mcp.Reque
 	switch ref.String("type") {
 	case "ref/prompt":
 		member, id = "name", ref.String("name")
+		if !set.View().Shows(mcp.MethodPromptsList, id) {
+			return nil, unknownName(mcp.MethodPromptsList, id)
+		}
 		if u, inner = r.nameOwner(ctx, set, mcp.MethodPromptsList, id); u == nil {
 			return nil, unknownName(mcp.MethodPromptsList, id)
 		}
 	case "ref/resource":
 		member, id = "uri", ref.String("uri")
+		if !set.View().Shows(mcp.MethodResourcesList, id) {
+			return nil, notFound(id, "no upstream serves this URI prefix")
+		}
 		if u, inner = r.uriOwner(set, id); u == nil {
 			return nil, notFound(id, "no upstream serves this URI prefix")
 		}
