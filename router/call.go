@@ -15,8 +15,9 @@ import (
 )
 
 // byName routes a tools/call or prompts/get to the upstream that serves
-// params.name, with the upstream's own name. Such calls are never cached,
-// never collapsed with another caller's and never retried once sent.
+// params.name, with the upstream's own name. Such calls are never retried
+// once sent, and never cached or collapsed with another caller's, but for
+// the read-only tools an operator's policy caches (toolcache.go).
 func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request) (json.RawMessage, error) {
 	name, ok := req.Params.Str("name")
 	if !ok {
@@ -39,7 +40,13 @@ func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, r
 		}
 		sub.ParamHeaders = hs
 	}
-	res, err := r.answer(ctx, u, &sub)
+	var res json.RawMessage
+	var err error
+	if tc := r.toolPolicy(ctx, set, m, u, name, inner, &sub); tc != nil {
+		res, err = r.cachedCall(ctx, u, &sub, tc)
+	} else {
+		res, err = r.answer(ctx, u, &sub)
+	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeInvalidParams && r.unknownTo(ctx, set, u, m.Names, name) {
 		return nil, unknownName(m.Names, name)

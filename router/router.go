@@ -261,6 +261,9 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 	if n != nil {
 		cr.Served = n.setTier
 	}
+	if tc := toolCallOf(ctx); tc != nil {
+		cr, fill = tc.apply(cr, fill)
+	}
 	return r.cache.Get(ctx, cr, fill)
 }
 

@@ -200,6 +200,9 @@ func (h *Hub) invalidate(name string, ev upstream.Event) {
 	switch ev.Kind {
 	case upstream.ListChanged:
 		inv.Invalidate(ctx, name, ev.List.Tag)
+		if ev.List.Results != "" {
+			inv.Invalidate(ctx, name, ev.List.Results)
+		}
 	case upstream.ResourceUpdated:
 		inv.Invalidate(ctx, name, mcp.URITag(ev.URI))
 	case upstream.Missed:
