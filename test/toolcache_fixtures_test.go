@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -20,7 +21,7 @@ import (
 // of that tool with those arguments, so a test sees whom an answer was
 // made for and whether it was made again:
 //
-//	search {q, n}  readOnlyHint: true   "search q=Q n=N for=WHO call=K"
+//	search {q, n}  readOnlyHint: true   "search q=Q n=N for=WHO call=K"; an error for "Bearer denied"
 //	slow {q}       readOnlyHint: true, answers after 300 ms
 //	write {q}      not annotated        (always reaches the server)
 //	fail {q}       readOnlyHint: true, answers isError: true
@@ -83,6 +84,9 @@ func cachedToolServer(counts *toolCounts) *mcp.Server {
 	}
 	schema := objectSchema(`{"q":{"type":"string"},"n":{"type":"number"}}`)
 	s.AddTool(&mcp.Tool{Name: "search", InputSchema: schema, Annotations: readOnly}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if req.Extra != nil && req.Extra.Header != nil && principalOf(req.Extra.Header.Get("Authorization")) == "Bearer denied" {
+			return nil, errors.New("access denied")
+		}
 		return textResult(answer("search", req)), nil
 	})
 	s.AddTool(&mcp.Tool{Name: "slow", InputSchema: schema, Annotations: readOnly}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
