@@ -130,7 +130,8 @@ func (tc *toolCall) hinted(res json.RawMessage) (json.RawMessage, error) {
 // it was stored under, saying in its `_meta` when it came from the cache
 // and how old it is.
 func (tc *toolCall) present(res json.RawMessage) (json.RawMessage, error) {
-	obj, err := jsonrpc.ParseObject(res)
+	// The cache's answer is made of what fetch checked: not checked again.
+	obj, err := jsonrpc.ParseValid(res)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +143,9 @@ func (tc *toolCall) present(res json.RawMessage) (json.RawMessage, error) {
 		if err != nil {
 			meta = jsonrpc.Object{}
 		}
-		_ = meta.Set(MetaCache, map[string]any{"tier": tc.tier, "ageMs": tc.age.Milliseconds()})
+		b := append([]byte(`{"tier":"`), tc.tier...)
+		b = strconv.AppendInt(append(b, `","ageMs":`...), tc.age.Milliseconds(), 10)
+		meta[MetaCache] = append(b, '}')
 		obj["_meta"] = meta.Marshal()
 	}
 	return obj.Marshal(), nil
