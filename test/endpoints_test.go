@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -365,6 +366,32 @@ func TestEndpointSubscriptions(t *testing.T) {
 		return textResult("fresh"), nil
 	})
 	ops.expect(t, 2, "notifications/tools/list_changed", "")
+
+	// A legacy session at /mcp/dev (the go-sdk client in 2025-11-25):
+	// resources/subscribe of a URI outside the view is accepted, as the
+	// legacy protocol has it, and never told of.
+	updated := make(chan string, 16)
+	cs := sdkClientWith(t, f.base+"/mcp/dev", "2025-11-25", f.dev, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { updated <- req.Params.URI },
+	})
+	for _, uri := range []string{"docs+test://docs/secret", "docs+test://docs/1"} {
+		if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatalf("subscribe %s: %v", uri, err)
+		}
+	}
+	eventually(t, 10*time.Second, func() error {
+		updateUpstream(t, f.docs, "test://docs/secret")
+		updateUpstream(t, f.docs, "test://docs/1")
+		select {
+		case uri := <-updated:
+			if uri != "docs+test://docs/1" {
+				t.Fatalf("the legacy session was told of %s", uri)
+			}
+			return nil
+		case <-time.After(200 * time.Millisecond):
+			return fmt.Errorf("no update yet")
+		}
+	})
 }
 
 // Both eras and every frontend serve the view: the go-sdk client in the
@@ -439,10 +466,15 @@ func TestEndpointInEveryEraAndFrontend(t *testing.T) {
 	}
 }
 
-// sdkClientWith is sdkClient with a bearer token on every request.
-func sdkClientWith(t testing.TB, url, version, tok string) *mcp.ClientSession {
+// sdkClientWith is sdkClient with a bearer token on every request, and
+// options (if any).
+func sdkClientWith(t testing.TB, url, version, tok string, o ...*mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "sdk-test-client", Version: "1.0.0"}, nil)
+	var opts0 *mcp.ClientOptions
+	if len(o) > 0 {
+		opts0 = o[0]
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "sdk-test-client", Version: "1.0.0"}, opts0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var opts *mcp.ClientSessionOptions
@@ -629,4 +661,42 @@ func rawDo(t testing.TB, method, url string, h http.Header, body string) *rawRes
 		_ = json.Unmarshal(b, r)
 	}
 	return r
+}
+
+// The admin page in a real browser shows each endpoint's view: its path,
+// upstreams, globs and who may use it; without endpoints, no table.
+func TestEndpointsOnAdminPage(t *testing.T) {
+	chromium := findChromium(t)
+	docs := modernSDK(t, sdkToolServer("docs", sdkOptions{resources: 1}))
+	o := startOps(t, unusedIssuer+"upstreams:"+httpUpstreamYAML("docs", docs.URL)+httpUpstreamYAML("wiki", docs.URL)+`
+endpoints:
+  - path: /mcp/dev
+    upstreams: [docs]
+    tools: {allow: ["docs_*"], deny: ["*_wait"]}
+  - path: /mcp/ops
+    access: [{claim: groups, values: [ops]}]
+`)
+	ctx := browser(t, chromium)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 720), chromedp.Navigate(o.Admin+"/ui"),
+		chromedp.WaitVisible(`tr[data-endpoint="/mcp/ops"]`)); err != nil {
+		t.Fatalf("load /ui in chromium: %v", err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]map[string]string](`(() => {
+  const out = {};
+  for (const tr of document.querySelectorAll("tr[data-endpoint]")) {
+    const c = (cls) => tr.querySelector("td." + cls).innerText.trim();
+    out[tr.dataset.endpoint] = {upstreams: c("upstreams"), tools: c("tools"), prompts: c("prompts"), access: c("access")};
+  }
+  return out;
+})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]string{
+		"/mcp/dev": {"upstreams": "docs", "tools": "docs_* except *_wait", "prompts": "all", "access": "everyone"},
+		"/mcp/ops": {"upstreams": "docs, wiki", "tools": "all", "prompts": "all", "access": "groups: ops"},
+	}
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Errorf("the page shows\n %v\nwant %v", rows, want)
+	}
 }
