@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -121,6 +122,15 @@ func cachedToolServer(counts *toolCounts) *mcp.Server {
 // mcpgoCachedTools is an mcp-go server with search and write: both eras,
 // or (legacy) 2025-11-25 and older only.
 func mcpgoCachedTools(counts *toolCounts, modern bool) http.Handler {
+	s := mcpgoCachedServer(counts)
+	if modern {
+		return mcpgoserver.NewStreamableHTTPServer(s)
+	}
+	return mcpgoserver.NewStreamableHTTPServer(s, mcpgoserver.WithStreamableHTTPProtocolVersions("2025-11-25", "2025-06-18", "2025-03-26"))
+}
+
+// mcpgoCachedServer is the mcp-go server of mcpgoCachedTools.
+func mcpgoCachedServer(counts *toolCounts) *mcpgoserver.MCPServer {
 	s := mcpgoserver.NewMCPServer("mcpgo-tooled", "1.0.0", mcpgoserver.WithToolCapabilities(true))
 	handle := func(tool string) mcpgoserver.ToolHandlerFunc {
 		return func(_ context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
@@ -131,16 +141,23 @@ func mcpgoCachedTools(counts *toolCounts, modern bool) http.Handler {
 	}
 	s.AddTool(mcpgo.NewTool("search", mcpgo.WithString("q"), mcpgo.WithNumber("n"), mcpgo.WithReadOnlyHintAnnotation(true)), handle("search"))
 	s.AddTool(mcpgo.NewTool("write", mcpgo.WithString("q"), mcpgo.WithNumber("n")), handle("write"))
-	if modern {
-		return mcpgoserver.NewStreamableHTTPServer(s)
-	}
-	return mcpgoserver.NewStreamableHTTPServer(s, mcpgoserver.WithStreamableHTTPProtocolVersions("2025-11-25", "2025-06-18", "2025-03-26"))
+	return s
 }
 
 // runCachedToolsChild is the stdio child "sdk-cached:NAME": the go-sdk
 // server above (its counts are the child's own, seen in its answers).
 func runCachedToolsChild() int {
 	return runStdio(cachedToolServer(&toolCounts{n: map[string]int{}}))
+}
+
+// runMcpgoCachedChild is the stdio child "mcpgo-cached:NAME": the mcp-go
+// server of mcpgoCachedTools, over stdio.
+func runMcpgoCachedChild() int {
+	if err := mcpgoserver.ServeStdio(mcpgoCachedServer(&toolCounts{n: map[string]int{}})); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	return 0
 }
 
 // toolAnswer is what a tool call answered: its text, whether it is an

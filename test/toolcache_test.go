@@ -97,19 +97,19 @@ func TestToolCacheScopeAndGlobs(t *testing.T) {
 	}
 }
 
-// The tool cache with the other upstreams: mcp-go over HTTP in either era,
-// and a go-sdk server over stdio; and a legacy caller (the go-sdk client
+// The tool cache with the other upstreams: mcp-go over HTTP in either era
+// and over stdio, and a go-sdk server over stdio; and a legacy caller (the go-sdk client
 // in 2025-11-25) is answered from it too.
 func TestToolCacheOverEveryUpstreamKind(t *testing.T) {
 	modern, legacy := &toolCounts{n: map[string]int{}}, &toolCounts{n: map[string]int{}}
 	gm, gl := serveHTTP(t, mcpgoCachedTools(modern, true)), serveHTTP(t, mcpgoCachedTools(legacy, false))
 	cache := toolCacheYAML("60s", "private")
 	p := startProxy(t, "upstreams:"+httpUpstreamYAML("gm", gm.URL, cache)+httpUpstreamYAML("gl", gl.URL, cache)+
-		childUpstream("kid", "sdk-cached:kid")+"    "+cache+"\n")
+		childUpstream("kid", "sdk-cached:kid")+"    "+cache+"\n"+childUpstream("gokid", "mcpgo-cached:gokid")+"    "+cache+"\n")
 	for _, c := range []struct {
 		tool   string
 		counts *toolCounts
-	}{{"gm_search", modern}, {"gl_search", legacy}, {"kid_search", nil}} {
+	}{{"gm_search", modern}, {"gl_search", legacy}, {"kid_search", nil}, {"gokid_search", nil}} {
 		first := callToolAs(t, p.URL, "", c.tool, `{"q":"x","n":3}`)
 		again := callToolAs(t, p.URL, "", c.tool, `{"n":3,"q":"x"}`)
 		if again.Text != first.Text || !strings.HasSuffix(first.Text, "call=1") || again.Cache["tier"] != "memory" {
