@@ -73,6 +73,12 @@ type Request struct {
 	// Served, if set, is told where the answer came from: TierMemory,
 	// TierRedis, TierFill, TierStale, or TierUpstream (not cacheable).
 	Served func(tier string)
+	// Age, if set, is told how old the entry that answered is, when one
+	// did (memory, Redis, stale).
+	Age func(time.Duration)
+	// Policy makes a request the method table does not cache cacheable,
+	// under the operator's terms (policy.go).
+	Policy *Policy
 }
 
 // The tiers Request.Served reports.
@@ -161,6 +167,7 @@ type Cache struct {
 
 	refreshes sync.WaitGroup // refreshes under way, awaited by Close
 	stats     sync.Map       // upstream name → *counters
+	changes   changes
 	// revalidated holds, per upstream, when changes may last have been
 	// missed (local clock): entries filled before it are stale.
 	revalidated sync.Map // upstream name → time.Time
@@ -263,7 +270,7 @@ var scopes = [2]string{mcp.ScopePrivate, mcp.ScopePublic}
 // Get answers r from the cache, or from fill on a miss.
 func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage, error) {
 	st := c.counters(r.Upstream)
-	if !cacheable(r.Req) || (c.mem == nil && c.redis == nil) {
+	if !cacheable(r.Req, r.Policy) || (c.mem == nil && c.redis == nil) {
 		st.bypassed.Add(1)
 		r.served(TierUpstream)
 		return fill(ctx)
@@ -281,12 +288,14 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 		span.SetAttributes(attrTier.String("memory"), attrHit.Bool(true))
 		c.maybeRefresh(ctx, l, fill, now)
 		r.served(TierMemory)
+		r.aged(l.hit, now)
 		return res, nil
 	}
 	if res, ok := c.fromRedis(ctx, l, now); ok {
 		span.SetAttributes(attrTier.String("redis"), attrHit.Bool(true))
 		c.maybeRefresh(ctx, l, fill, now)
 		r.served(TierRedis)
+		r.aged(l.hit, now)
 		return res, nil
 	}
 	st.misses.Add(1)
@@ -299,6 +308,7 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 		res, err := c.serveStale(l, o.err)
 		if err == nil {
 			r.served(TierStale)
+			r.aged(l.stale, c.now())
 		} else {
 			r.served(TierFill)
 		}
@@ -497,7 +507,7 @@ func flightKey(l *lookup) string {
 // serveStale answers a failed fill with the stale entry the lookup saw, if
 // the upstream could not be reached and there is one.
 func (c *Cache) serveStale(l *lookup, err error) (json.RawMessage, error) {
-	if l.stale == nil || !errors.Is(err, ErrUnreachable) {
+	if l.stale == nil || !l.r.stale() || !errors.Is(err, ErrUnreachable) {
 		return nil, err
 	}
 	l.st.stale.Add(1)
@@ -559,9 +569,10 @@ func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup, ls lease) outcom
 }
 
 // cacheable reports whether a request's answer may come from the cache:
-// a cacheable method, and not the retry of a multi round-trip request.
-func cacheable(r *mcp.Request) bool {
-	if !mcp.Cacheable(r.Method) {
+// a cacheable method (or one an operator's Policy makes so), and not the
+// retry of a multi round-trip request.
+func cacheable(r *mcp.Request, p *Policy) bool {
+	if !mcp.Cacheable(r.Method) && p == nil {
 		return false
 	}
 	_, responses := r.Params["inputResponses"]
@@ -582,6 +593,7 @@ func (c *Cache) Invalidate(ctx context.Context, upstream, tag string) {
 // by Redis's clock, rather than each wiping everything.
 func (c *Cache) Revalidate(ctx context.Context, upstream string) {
 	c.revalidated.Store(upstream, c.now())
+	c.changes.of(upstream).Add(1)
 	if c.redis != nil {
 		c.redis.revalidate(ctx, upstream)
 	}
@@ -613,6 +625,7 @@ func (c *Cache) invalidate(ctx context.Context, upstream, th string) {
 
 func (c *Cache) raiseLocal(upstream, th string) {
 	c.gens.raise(upstream+"\x00"+th, 0) // a reset flushes memory first (generations.onReset)
+	c.changes.of(upstream).Add(1)
 }
 
 func (c *Cache) applyRemote(inv invalidation) {
@@ -622,6 +635,7 @@ func (c *Cache) applyRemote(inv invalidation) {
 		return
 	case inv.Revalidate:
 		c.revalidated.Store(inv.Upstream, c.now())
+		c.changes.of(inv.Upstream).Add(1)
 		return
 	}
 	c.raiseLocal(inv.Upstream, inv.TagHash)
@@ -633,12 +647,14 @@ func (c *Cache) applyRemote(inv invalidation) {
 // generations on every lookup, so they need nothing.)
 func (c *Cache) missedMessages() {
 	c.missedBefore.Store(c.now().UnixNano())
+	c.changes.all.Add(1)
 }
 
 func (c *Cache) flushMemory() {
 	if c.mem != nil {
 		c.mem.flush()
 	}
+	c.changes.all.Add(1)
 }
 
 // Close stops the invalidation listener and releases both tiers.

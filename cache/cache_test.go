@@ -151,6 +151,9 @@ func TestDigestCanonical(t *testing.T) {
 		d("2026-07-28", `{ "x" : {"a":[1, 2],"b":1}, "uri":"a" }`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
 		// members that do not change an answer are not keyed
 		d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":7,"traceparent":"00-x","io.modelcontextprotocol/clientInfo":{"name":"n"},"io.modelcontextprotocol/logLevel":"debug"}`),
+		// a number is one number however it is written (a tool's arguments)
+		d("2026-07-28", `{"uri":"a","x":{"b":1.0,"a":[1e0,20E-1]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
+		d("2026-07-28", `{"uri":"a","x":{"b":0.1e1,"a":[1.000,0.2e+1]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
 	}
 	for i, s := range same {
 		if s != base {
@@ -158,18 +161,28 @@ func TestDigestCanonical(t *testing.T) {
 		}
 	}
 	different := map[string]string{
-		"uri":            d("2026-07-28", `{"uri":"b","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
-		"cursor":         d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]},"cursor":"c"}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
-		"version":        d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}`),
-		"upstream era":   d("2025-11-25", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
-		"capabilities":   d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`),
-		"unknown meta":   d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","example.com/tenant":"t1"}`),
-		"number written": d("2026-07-28", `{"uri":"a","x":{"b":1.0,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
+		"uri":          d("2026-07-28", `{"uri":"b","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
+		"cursor":       d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]},"cursor":"c"}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
+		"version":      d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}`),
+		"upstream era": d("2025-11-25", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
+		"capabilities": d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`),
+		"unknown meta": d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","example.com/tenant":"t1"}`),
+		"number":       d("2026-07-28", `{"uri":"a","x":{"b":1.5,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
+		"sign":         d("2026-07-28", `{"uri":"a","x":{"b":-1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
+		"string":       d("2026-07-28", `{"uri":"a","x":{"b":"1","a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
 	}
 	for name, s := range different {
 		if s == base {
 			t.Errorf("a different %s hashed the same", name)
 		}
+	}
+	// Numbers past float64's precision stay apart; zeros meet.
+	if d("", `{"x":{"n":12345678901234567890}}`, `{}`) == d("", `{"x":{"n":12345678901234567891}}`, `{}`) ||
+		d("", `{"x":{"n":0.1}}`, `{}`) == d("", `{"x":{"n":0.10000000000000000001}}`, `{}`) {
+		t.Error("two different numbers hashed the same")
+	}
+	if d("", `{"x":{"n":0}}`, `{}`) != d("", `{"x":{"n":-0.0e5}}`, `{}`) || d("", `{"x":{"n":100}}`, `{}`) != d("", `{"x":{"n":1e2}}`, `{}`) {
+		t.Error("equal numbers hashed differently")
 	}
 	// No collision by concatenation.
 	if d("v", `{"uri":"a:b"}`, `{}`) == d("v:a", `{"uri":"b"}`, `{}`) || d("", `{"a":"bc"}`, `{}`) == d("", `{"ab":"c"}`, `{}`) {

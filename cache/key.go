@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
@@ -40,10 +41,12 @@ var unkeyedMeta = map[string]bool{
 // key private entries through the fingerprint instead).
 //
 // Objects are hashed member by member in sorted order, and nested objects and
-// arrays in canonical form, so equal JSON in any key order or spacing hashes
-// the same; every field is length-prefixed, so no two different requests can
-// collide by concatenation. Scalars are hashed as written: a string spelt
-// with other escapes is another key, which costs a miss, never a wrong hit.
+// arrays in canonical form (numbers in them too: 1, 1.0 and 1e0 are one
+// number), so equal JSON in any key order, spacing or spelling of a number
+// hashes the same; every field is length-prefixed, so no two different
+// requests can collide by concatenation. Top-level scalars are hashed as
+// written: a string spelt with other escapes is another key, which costs a
+// miss, never a wrong hit.
 func digest(era uint64, method string, params, meta jsonrpc.Object, h http.Header, forwarded []string, credentials map[string]bool) (string, error) {
 	d := digester{h: sha256.New()}
 	d.field(strconv.AppendUint(d.scratch[:0], era, 10))
@@ -203,8 +206,10 @@ func tagHash(tag string) string {
 	return strconv.FormatUint(h.Sum64(), 16)
 }
 
-// canonical re-encodes JSON with object members sorted at every depth and
-// numbers kept exactly as written.
+// canonical re-encodes JSON with object members sorted at every depth,
+// strings in one spelling and numbers in one form each (canonicalNumber):
+// two encodings of the same value are the same bytes, and two values are
+// never.
 func canonical(raw []byte) (json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -212,5 +217,55 @@ func canonical(raw []byte) (json.RawMessage, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	return json.Marshal(v)
+	return json.Marshal(canonicalNumbers(v))
+}
+
+func canonicalNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		return canonicalNumber(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = canonicalNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = canonicalNumbers(e)
+		}
+	}
+	return v
+}
+
+// canonicalNumber writes a JSON number exactly, in one form: its
+// significant digits and a power of ten (1.50 and 15e-1 are both 15e-1, 0
+// and -0.0 are 0). No precision is lost, so different numbers never meet.
+// A number whose exponent does not fit an int stays as written.
+func canonicalNumber(n json.Number) json.Number {
+	s := string(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	mant, exp := s, 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		if err != nil || e > 1<<40 || e < -(1<<40) {
+			return n
+		}
+		mant, exp = s[:i], e
+	}
+	if whole, frac, ok := strings.Cut(mant, "."); ok {
+		mant, exp = whole+frac, exp-len(frac)
+	}
+	mant = strings.TrimLeft(mant, "0")
+	trimmed := strings.TrimRight(mant, "0")
+	exp += len(mant) - len(trimmed)
+	if trimmed == "" {
+		return "0"
+	}
+	if neg {
+		trimmed = "-" + trimmed
+	}
+	if exp == 0 {
+		return json.Number(trimmed)
+	}
+	return json.Number(trimmed + "e" + strconv.Itoa(exp))
 }

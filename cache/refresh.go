@@ -51,7 +51,7 @@ func (e *entry) nearExpiry(now time.Time) bool {
 // reader to see that.
 func (c *Cache) maybeRefresh(ctx context.Context, l *lookup, fill Fill, now time.Time) {
 	e := l.hit
-	if e == nil || c.refresh == RefreshOff || (e.scope != mcp.ScopePublic && c.refresh != RefreshAll) {
+	if e == nil || l.r.Policy != nil || c.refresh == RefreshOff || (e.scope != mcp.ScopePublic && c.refresh != RefreshAll) {
 		return
 	}
 	if !e.nearExpiry(now) || !atomic.CompareAndSwapInt32(&e.refreshing, 0, 1) {

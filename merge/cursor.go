@@ -14,7 +14,11 @@ import (
 // still to be read, the cursor to send it ("" for its first page). An upstream
 // absent from Pending is exhausted.
 type Cursor struct {
-	Method  string            `json:"m"`
+	Method string `json:"m"`
+	// View names the endpoint's view the listing is of ("" for the main
+	// endpoint's): a cursor is good only where it was handed out, so one
+	// view's pages never continue another's listing.
+	View    string            `json:"v,omitempty"`
 	Issued  int64             `json:"t"` // unix seconds
 	Pending map[string]string `json:"p"`
 }

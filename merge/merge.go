@@ -124,21 +124,28 @@ type page struct {
 // fetched with f. It fails only on a bad or stale cursor (ErrBadCursor,
 // ErrStaleCursor).
 func (m *Merger) List(ctx context.Context, req *mcp.Request, upstreams []string, f Fetcher, routes Routes) (*Result, error) {
+	return m.ListIn(ctx, "", req, upstreams, f, routes)
+}
+
+// ListIn is List of the listing of one endpoint's view (named by its
+// path): the cursors it hands out name the view, and a cursor another
+// view handed out is refused (ErrBadCursor).
+func (m *Merger) ListIn(ctx context.Context, view string, req *mcp.Request, upstreams []string, f Fetcher, routes Routes) (*Result, error) {
 	method, ok := mcp.Lookup(req.Method)
 	if !ok || method.Route != mcp.RouteAll {
 		return nil, fmt.Errorf("merge: %s is not a list method", req.Method)
 	}
-	pending, err := m.pending(upstreams, req)
+	pending, err := m.pending(view, upstreams, req)
 	if err != nil {
 		return nil, err
 	}
 	pages := m.fetchAll(ctx, f, upstreams, pending, req, method.Items)
-	return m.assemble(upstreams, pending, pages, method, routes)
+	return m.assemble(view, upstreams, pending, pages, method, routes)
 }
 
 // pending returns, for each upstream still to be read, the cursor to send
 // it: every upstream from its start, or what the downstream cursor says.
-func (m *Merger) pending(upstreams []string, req *mcp.Request) (map[string]string, error) {
+func (m *Merger) pending(view string, upstreams []string, req *mcp.Request) (map[string]string, error) {
 	var cursor string
 	if _, err := req.Params.Get("cursor", &cursor); err != nil {
 		return nil, ErrBadCursor
@@ -153,6 +160,9 @@ func (m *Merger) pending(upstreams []string, req *mcp.Request) (map[string]strin
 	c, err := m.Codec.Decode(cursor, req.Method)
 	if err != nil {
 		return nil, err
+	}
+	if c.View != view {
+		return nil, ErrBadCursor
 	}
 	for name := range c.Pending {
 		if !slices.Contains(upstreams, name) {
@@ -190,7 +200,7 @@ var tracer = otel.Tracer("github.com/manifold-mcp/manifold/merge")
 
 // assemble concatenates the pages in order and combines their hints and
 // next cursors.
-func (m *Merger) assemble(upstreams []string, pending map[string]string, pages []page, method *mcp.Method, routes Routes) (*Result, error) {
+func (m *Merger) assemble(view string, upstreams []string, pending map[string]string, pages []page, method *mcp.Method, routes Routes) (*Result, error) {
 	res := &Result{TTLms: -1, Scope: mcp.ScopePublic}
 	next := map[string]string{}
 	seen := map[string]string{}
@@ -226,7 +236,7 @@ func (m *Merger) assemble(upstreams []string, pending map[string]string, pages [
 	}
 	res.TTLms = max(res.TTLms, 0)
 	if len(next) > 0 {
-		s, err := m.Codec.Encode(Cursor{Method: method.Name, Pending: next})
+		s, err := m.Codec.Encode(Cursor{Method: method.Name, View: view, Pending: next})
 		if err != nil {
 			return nil, err
 		}

@@ -15,12 +15,16 @@ import (
 )
 
 // byName routes a tools/call or prompts/get to the upstream that serves
-// params.name, with the upstream's own name. Such calls are never cached,
-// never collapsed with another caller's and never retried once sent.
+// params.name, with the upstream's own name. Such calls are never retried
+// once sent, and never cached or collapsed with another caller's, but for
+// the read-only tools an operator's policy caches (toolcache.go).
 func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request) (json.RawMessage, error) {
 	name, ok := req.Params.Str("name")
 	if !ok {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.name must be a string")
+	}
+	if !set.View().Shows(m.Names, name) {
+		return nil, unknownName(m.Names, name)
 	}
 	u, inner := r.nameOwner(ctx, set, m.Names, name)
 	if u == nil {
@@ -36,7 +40,13 @@ func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, r
 		}
 		sub.ParamHeaders = hs
 	}
-	res, err := r.answer(ctx, u, &sub)
+	var res json.RawMessage
+	var err error
+	if tc := r.toolPolicy(ctx, set, m, u, name, inner, &sub); tc != nil {
+		res, err = r.cachedCall(ctx, u, &sub, tc)
+	} else {
+		res, err = r.answer(ctx, u, &sub)
+	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeInvalidParams && r.unknownTo(ctx, set, u, m.Names, name) {
 		return nil, unknownName(m.Names, name)
@@ -56,11 +66,17 @@ func (r *Router) complete(ctx context.Context, set *upstream.Set, req *mcp.Reque
 	switch ref.String("type") {
 	case "ref/prompt":
 		member, id = "name", ref.String("name")
+		if !set.View().Shows(mcp.MethodPromptsList, id) {
+			return nil, unknownName(mcp.MethodPromptsList, id)
+		}
 		if u, inner = r.nameOwner(ctx, set, mcp.MethodPromptsList, id); u == nil {
 			return nil, unknownName(mcp.MethodPromptsList, id)
 		}
 	case "ref/resource":
 		member, id = "uri", ref.String("uri")
+		if !set.View().Shows(mcp.MethodResourcesList, id) {
+			return nil, notFound(id, "no upstream serves this URI prefix")
+		}
 		if u, inner = r.uriOwner(set, id); u == nil {
 			return nil, notFound(id, "no upstream serves this URI prefix")
 		}

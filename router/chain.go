@@ -69,14 +69,15 @@ func callerContext(ctx context.Context, req *mcp.Request) context.Context {
 	return ctx
 }
 
-// Observed tells observe of every request: its method, how long it took
-// and its outcome.
-func Observed(observe func(method string, d time.Duration, err error)) Link {
+// Observed tells observe of every request: its context (which names the
+// endpoint it came to, upstream.ViewOf), its method, how long it took and
+// its outcome.
+func Observed(observe func(ctx context.Context, method string, d time.Duration, err error)) Link {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
 			start := time.Now()
 			res, err := next.Handle(ctx, req)
-			observe(req.Method, time.Since(start), err)
+			observe(ctx, req.Method, time.Since(start), err)
 			return res, err
 		})
 	}

@@ -19,6 +19,9 @@ func (r *Router) read(ctx context.Context, set *upstream.Set, req *mcp.Request) 
 	if !validURI(uri) {
 		return nil, notFound(uri, "invalid resource URI")
 	}
+	if !set.View().Shows(mcp.MethodResourcesRead, uri) {
+		return nil, notFound(uri, "resource not found")
+	}
 	if r.ns.Prefix {
 		name, inner, ok := r.ns.Split(uri)
 		u := set.Get(name)

@@ -173,7 +173,7 @@ func (r *Router) list(ctx context.Context, set *upstream.Set, m *mcp.Method, req
 		// on a later page. Listing each upstream whole once per set tells.
 		r.learnWhole(ctx, set, m.Name)
 	}
-	res, err := r.merger.List(ctx, req, set.Names(), r.pages(set), viewRoutes{routes, set.Names()})
+	res, err := r.merger.ListIn(ctx, cursorView(set), req, set.Names(), r.pages(set), viewRoutes{routes, set.Names()})
 	var refused *merge.UpstreamCursorError
 	if errors.As(err, &refused) && r.cache != nil {
 		// The cached pages that handed out this cursor are stale too: drop
@@ -223,7 +223,10 @@ func (r *Router) pages(set *upstream.Set) merge.Fetcher {
 		if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
 			return nil, merge.ErrNoList
 		}
-		return res, err
+		if err != nil {
+			return nil, err
+		}
+		return viewPage(set, req.Method, res)
 	})
 }
 
@@ -264,6 +267,9 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 	if n != nil {
 		cr.Served = n.setTier
 	}
+	if tc := toolCallOf(ctx); tc != nil {
+		cr, fill = tc.apply(cr, fill)
+	}
 	return r.cache.Get(ctx, cr, fill)
 }
 
@@ -276,9 +282,9 @@ func withURI(req *mcp.Request, uri string) *mcp.Request {
 }
 
 // callersSet is the current set of upstreams as the caller may see it:
-// those its access rules admit.
+// those of the endpoint's view that its access rules admit.
 func callersSet(ctx context.Context, reg *upstream.Registry) *upstream.Set {
-	return reg.Load().For(auth.ClaimsFrom(ctx))
+	return reg.Load().In(upstream.ViewOf(ctx)).For(auth.ClaimsFrom(ctx))
 }
 
 // principalKey is what keys the caller's private entries of u instead of

@@ -17,6 +17,7 @@ type auditLine struct {
 	Time       time.Time `json:"time"`
 	Principal  string    `json:"principal"`
 	Session    string    `json:"session"`
+	Endpoint   string    `json:"endpoint"`
 	Method     string    `json:"method"`
 	Upstream   string    `json:"upstream"`
 	Target     string    `json:"target"`

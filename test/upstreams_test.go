@@ -225,6 +225,8 @@ func httpUpstreamYAML(name, url string, extra ...string) string {
 //     test://NAME/progress/X, which reports progress naming X;
 //   - "sdk-legacy-notfound:NAME": the same, but not-found is the legacy -32002;
 //   - "sdk-asks:NAME": askingServer(NAME);
+//   - "sdk-cached:NAME": cachedToolServer, with read-only tools;
+//   - "mcpgo-cached:NAME": mcpgoCachedServer, the same in mcp-go;
 //   - "environ:NAME": a server whose test://NAME/environ is its environment;
 //   - "bare:ADDR": the benchmarks' reference HTTP server (see runBare).
 func runChild(kind string) int {
@@ -237,6 +239,12 @@ func runChild(kind string) int {
 	}
 	if variant == "sdk-tools" {
 		return runStdio(sdkToolServer(name, sdkOptions{resources: 3}))
+	}
+	if variant == "sdk-cached" {
+		return runCachedToolsChild()
+	}
+	if variant == "mcpgo-cached" {
+		return runMcpgoCachedChild()
 	}
 	if variant == "sdk-asks" {
 		return runStdio(askingServer(name))

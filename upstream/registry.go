@@ -61,10 +61,12 @@ type Set struct {
 	byName map[string]*Upstream
 	// restricted: some upstream has access rules.
 	restricted bool
-	// root is the configured set a view (For) was made of; itself for a
-	// configured set. Views share its memo.
+	// root is the configured set a view (For, In) was made of; itself for
+	// a configured set. Views share its memo.
 	root *Set
 	memo *sync.Map // key → *memoEntry
+	// view is the endpoint's view it was narrowed to (In); nil: none.
+	view *View
 }
 
 type memoEntry struct {
@@ -107,7 +109,7 @@ func (s *Set) For(claims map[string][]string) *Set {
 		return s
 	}
 	v := newSet(ups)
-	v.root, v.memo = s.root, s.memo
+	v.root, v.memo, v.view = s.root, s.memo, s.view
 	return v
 }
 

@@ -119,6 +119,9 @@ type Options struct {
 	// Filters decide, per list method (tools/list, prompts/list), which of
 	// the server's names Manifold serves; a name not admitted is unknown.
 	Filters map[string]Filter
+	// ToolCache is the policy for caching the results of its read-only
+	// tools; the zero value caches none.
+	ToolCache ToolCache
 	// MaxResponseBytes bounds one message from the server.
 	MaxResponseBytes int64
 	// DefaultTTL and DefaultScope stand in for the cache hints a legacy
@@ -234,11 +237,15 @@ type AccessRule struct {
 
 // Admits reports whether a principal with claims may use the upstream: any
 // rule that matches admits it, and an upstream without rules admits all.
-func (u *Upstream) Admits(claims map[string][]string) bool {
-	if len(u.o.Access) == 0 {
+func (u *Upstream) Admits(claims map[string][]string) bool { return admits(u.o.Access, claims) }
+
+// admits reports whether a rule of rules matches claims; no rule admits
+// everyone.
+func admits(rules []AccessRule, claims map[string][]string) bool {
+	if len(rules) == 0 {
 		return true
 	}
-	for _, r := range u.o.Access {
+	for _, r := range rules {
 		for _, v := range claims[r.Claim] {
 			if slices.Contains(r.Values, v) {
 				return true

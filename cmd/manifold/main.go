@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,7 +33,8 @@ const usage = `Manifold: one MCP endpoint in front of many MCP servers.
 
 Usage:
   manifold serve --config FILE      serve the configured endpoint until SIGINT/SIGTERM (SIGHUP reloads)
-  manifold stdio --config FILE      serve one caller on stdin/stdout (for hosts that launch servers; SIGHUP reloads)
+  manifold stdio --config FILE      serve one caller on stdin/stdout (for hosts that launch servers; SIGHUP reloads);
+                                    --endpoint PATH serves that curated endpoint's view
   manifold validate --config FILE   check a configuration file; exit 1 listing every problem
   manifold files [flags] DIR        serve folder DIR as MCP resources over stdio
   manifold version                  print the version
@@ -107,11 +109,27 @@ func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int,
 	return 0, true
 }
 
+// setup is a command's own flags: how its usage line shows them, and a
+// function that adds them and returns what checks their values against the
+// configuration before anything starts.
+type setup struct {
+	usage string
+	add   func(fs *flag.FlagSet) (check func(*config.Config) error)
+}
+
 // loadConfig parses a command's flags and loads the --config file. When ok
 // is false the command is over, with code.
-func loadConfig(name string, args []string, stdout, stderr io.Writer) (cfg *config.Config, code int, ok bool) {
-	fs := flags(name, name+" --config FILE")
+func loadConfig(name string, args []string, stdout, stderr io.Writer, more ...setup) (cfg *config.Config, code int, ok bool) {
+	synopsis := name + " --config FILE"
+	for _, f := range more {
+		synopsis += " " + f.usage
+	}
+	fs := flags(name, synopsis)
 	path := fs.String("config", "", "configuration `FILE` (YAML)")
+	var checks []func(*config.Config) error
+	for _, f := range more {
+		checks = append(checks, f.add(fs))
+	}
 	if code, ok := parse(fs, args, stdout, stderr); !ok {
 		return nil, code, false
 	}
@@ -123,6 +141,12 @@ func loadConfig(name string, args []string, stdout, stderr io.Writer) (cfg *conf
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, 1, false
+	}
+	for _, check := range checks {
+		if err := check(cfg); err != nil {
+			fmt.Fprintf(stderr, "manifold %s: %v\n", name, err)
+			return nil, 2, false
+		}
 	}
 	return cfg, 0, true
 }
@@ -148,8 +172,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // mode, where a host may send it and it must not end the session), tracing
 // and the process, which serveWith then serves until ctx ends; it returns
 // the exit code.
-func runProcess(name string, args []string, stdout, stderr io.Writer, serveWith func(context.Context, *process.Process, *config.Config, *slog.Logger) int) int {
-	cfg, code, ok := loadConfig(name, args, stdout, stderr)
+func runProcess(name string, args []string, stdout, stderr io.Writer, serveWith func(context.Context, *process.Process, *config.Config, *slog.Logger) int, more ...setup) int {
+	cfg, code, ok := loadConfig(name, args, stdout, stderr, more...)
 	if !ok {
 		return code
 	}
@@ -199,13 +223,41 @@ func flushTraces(stop func(context.Context) error, log *slog.Logger) {
 // only, and the process exits when stdin closes, after stopping its
 // upstream processes.
 func serveStdio(args []string, stdout, stderr io.Writer) int {
+	var endpoint *string
+	at := setup{usage: "[--endpoint PATH]", add: func(fs *flag.FlagSet) func(*config.Config) error {
+		endpoint = fs.String("endpoint", "", "serve the curated endpoint at `PATH` (one of the configuration's endpoints); default: /mcp, everything")
+		return func(cfg *config.Config) error { return stdioEndpoint(cfg, *endpoint) }
+	}}
 	return runProcess("stdio", args, stdout, stderr, func(ctx context.Context, p *process.Process, _ *config.Config, log *slog.Logger) int {
-		if err := p.ServeStdio(ctx, os.Stdin, os.Stdout); err != nil {
+		if err := p.ServeStdioAt(ctx, *endpoint, os.Stdin, os.Stdout); err != nil {
 			log.Error("stdio stopped", "err", err)
 			return 1
 		}
 		return 0
-	})
+	}, at)
+}
+
+// stdioEndpoint checks --endpoint: a configured endpoint's path (or /mcp)
+// that a caller without a principal may use.
+func stdioEndpoint(cfg *config.Config, at string) error {
+	if at == "" || at == "/mcp" {
+		return nil
+	}
+	var paths []string
+	for _, e := range cfg.Endpoints {
+		if e.Path != at {
+			paths = append(paths, e.Path)
+			continue
+		}
+		if len(e.Access) > 0 {
+			return fmt.Errorf("--endpoint %s: the endpoint admits only the principals its access rules name, and a stdio caller has none", at)
+		}
+		return nil
+	}
+	if len(paths) == 0 {
+		return fmt.Errorf("--endpoint %s: the configuration has no endpoints", at)
+	}
+	return fmt.Errorf("--endpoint %s is not a configured endpoint (these are: %s)", at, strings.Join(paths, ", "))
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {

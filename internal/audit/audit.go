@@ -2,7 +2,8 @@
 // upstream, how it ended, which cache tier answered, and how long it took.
 //
 // A record holds names and outcomes only: the principal (never a token), a
-// digest of the session id, the method, the upstream, the URI or tool name;
+// digest of the session id, the endpoint, the method, the upstream, the URI
+// or tool name;
 // never a header value or an argument. Records go through a bounded queue
 // to one writer goroutine, so a slow disk never slows a request: when the
 // queue is full the record is dropped and counted. Reopen (on SIGHUP) lets
@@ -26,7 +27,10 @@ type Record struct {
 	Principal string    `json:"principal,omitempty"`
 	// Session is a digest of the legacy session id, so that the lines of
 	// one session can be followed without the id itself being usable.
-	Session  string `json:"session,omitempty"`
+	Session string `json:"session,omitempty"`
+	// Endpoint is the path the request came to: /mcp, or a curated
+	// endpoint's.
+	Endpoint string `json:"endpoint,omitempty"`
 	Method   string `json:"method"`
 	Upstream string `json:"upstream,omitempty"`
 	// Target is the resource URI, or the tool or prompt name.

@@ -63,6 +63,9 @@ type Config struct {
 	// Limits bounds request rates.
 	Limits    Limits     `yaml:"limits"`
 	Upstreams []Upstream `yaml:"upstreams"`
+	// Endpoints are curated MCP endpoints beside /mcp, each serving a view
+	// of the upstreams.
+	Endpoints []Endpoint `yaml:"endpoints"`
 
 	// File is the path Load read, for a reload to read again; "" when the
 	// config came from Parse.
@@ -323,6 +326,8 @@ type Upstream struct {
 	Access []AccessRule `yaml:"access"`
 	// OAuth makes Manifold the upstream's OAuth client.
 	OAuth *OAuth `yaml:"oauth"`
+	// ToolCache caches the results of the upstream's read-only tools.
+	ToolCache ToolCache `yaml:"tool_cache"`
 }
 
 // OAuth configures Manifold as the OAuth client of an upstream: per

@@ -141,6 +141,7 @@ func (u *Upstream) applyDefaults() {
 	setDefault(&u.CacheKey, CacheKeyCredential)
 	setDefault(&u.Transport, TransportAuto)
 	setDefault(&u.DefaultScope, "private")
+	u.ToolCache.applyDefaults()
 }
 
 // setDefault sets *v to def when the file left it at its zero value.
@@ -192,6 +193,7 @@ func (c *Config) validate() []Problem {
 	c.Limits.PerPrincipal.validate(&ps, "limits.per_principal")
 	c.Limits.PerUpstream.validate(&ps, "limits.per_upstream")
 	c.validateUpstreams(&ps)
+	c.validateEndpoints(&ps)
 	c.validateOAuth(&ps)
 	return ps
 }
@@ -281,6 +283,9 @@ func (c *Config) validateUpstreams(ps *problems) {
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
 		*ps = append(*ps, u.validate(fmt.Sprintf("upstreams[%d]", i), seen, i)...)
+		u.ToolCache.validate(func(key, format string, args ...any) {
+			ps.add(fmt.Sprintf("upstreams[%d].%s", i, key), format, args...)
+		}, c.Cache.MaxTTL)
 		if c.Namespace == NamespacePrefix && u.Name != "" && u.Name[0] >= '0' && u.Name[0] <= '9' {
 			ps.add(fmt.Sprintf("upstreams[%d].name", i), "%q starts with a digit; with namespace: prefix it starts a URI scheme, which must begin with a letter", u.Name)
 		}
@@ -452,8 +457,9 @@ const MaxFunctionName = 64
 // it once prefixed.
 func (c *Config) Warnings() []Problem {
 	var ws problems
+	c.toolCacheWarnings(&ws)
 	if c.Namespace != NamespacePrefix {
-		return nil
+		return ws
 	}
 	for i, u := range c.Upstreams {
 		room := MaxFunctionName - len(u.Name) - 1

@@ -66,6 +66,9 @@ const (
 	TagResourceLists = "lists:resources" // resources/list and resources/templates/list
 	TagToolLists     = "lists:tools"
 	TagPromptLists   = "lists:prompts"
+	// TagToolResults tags an upstream's cached tool results (which only
+	// an operator's policy stores): they go with its tools list.
+	TagToolResults = "results:tools"
 )
 
 var methods = map[string]*Method{}
@@ -79,7 +82,7 @@ func init() {
 		{Name: MethodSubscriptions, Route: RouteStream},
 		{Name: MethodToolsList, Route: RouteAll, Items: "tools", ID: "name", Tag: TagToolLists, Cacheable: true, Retry: true},
 		{Name: MethodPromptsList, Route: RouteAll, Items: "prompts", ID: "name", Tag: TagPromptLists, Cacheable: true, Retry: true},
-		{Name: MethodToolsCall, Route: RouteName, NameParam: "name", Names: MethodToolsList, Blocks: []string{"content"}, Long: true},
+		{Name: MethodToolsCall, Route: RouteName, Tag: TagToolResults, NameParam: "name", Names: MethodToolsList, Blocks: []string{"content"}, Long: true},
 		{Name: MethodPromptsGet, Route: RouteName, NameParam: "name", Names: MethodPromptsList, Blocks: []string{"messages", "content"}},
 		{Name: MethodComplete, Route: RouteRef},
 	} {
@@ -118,6 +121,9 @@ type ListChange struct {
 	// for it only when it serves that method.
 	List string
 	Tag  string
+	// Results, if set, tags the cached answers computed from the list's
+	// items (tool results), which its change invalidates too.
+	Results string
 	// Wanted points at the filter member that asks for this notification.
 	Wanted func(*SubscriptionFilter) *bool
 	// Declared reports whether a server's capabilities promise it.
@@ -137,7 +143,7 @@ var ListChanges = []*ListChange{
 		Served:   func(c Capabilities) bool { return c.Resources != nil },
 	},
 	{
-		Notification: NotifyToolsChanged, List: MethodToolsList, Tag: TagToolLists,
+		Notification: NotifyToolsChanged, List: MethodToolsList, Tag: TagToolLists, Results: TagToolResults,
 		Wanted:   func(f *SubscriptionFilter) *bool { return &f.ToolsListChanged },
 		Declared: func(c Capabilities) bool { return c.Tools != nil && c.Tools.ListChanged },
 		Served:   func(c Capabilities) bool { return c.Tools != nil },

@@ -140,7 +140,7 @@ func (h hello) into(s *session.Session) {
 
 // newSession is a session of the caller of ctx, not yet initialized.
 func (l *Legacy) newSession(ctx context.Context) *session.Session {
-	return &session.Session{ID: session.NewID(), Owner: ownerOf(ctx), Share: shareOf(ctx)}
+	return &session.Session{ID: session.NewID(), Owner: ownerOf(ctx), Share: shareOf(ctx), Endpoint: endpointOf(ctx)}
 }
 
 // open stores a new session, or says why not and with which HTTP status:
@@ -173,10 +173,12 @@ func (l *Legacy) helloResult(ctx context.Context, version string) json.RawMessag
 
 // Session returns the session id names, or session.ErrUnknown: also when
 // another principal than the one that opened it asks, so that a session id
-// seen in a log is of no use to anyone else, and nothing says it exists.
+// seen in a log is of no use to anyone else, and nothing says it exists;
+// and when it is asked at another endpoint than the one it was opened on,
+// whose view it would otherwise leave.
 func (l *Legacy) Session(ctx context.Context, id string) (*session.Session, error) {
 	s, err := l.store.Get(ctx, id)
-	if err == nil && s.Owner != ownerOf(ctx) {
+	if err == nil && (s.Owner != ownerOf(ctx) || s.Endpoint != endpointOf(ctx)) {
 		return nil, session.ErrUnknown
 	}
 	return s, err

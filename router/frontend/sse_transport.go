@@ -88,7 +88,8 @@ func (f *SSE) stream(w http.ResponseWriter, r *http.Request) {
 	defer f.legacy.streams.hold(s.ID, out)()
 	stream := sse.NewWriter(w)
 	w.WriteHeader(http.StatusOK)
-	if stream.Named("endpoint", []byte(SSEMessagesPath+"?sessionId="+s.ID)) != nil {
+	// The endpoint's own messages path: PATH/messages for a curated one.
+	if stream.Named("endpoint", []byte(endpointOf(ctx)+SSEMessagesPath+"?sessionId="+s.ID)) != nil {
 		return
 	}
 	f.pump(ctx, s.ID, stream, http.NewResponseController(w), out)

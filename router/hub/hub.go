@@ -97,6 +97,7 @@ type Subscription struct {
 	h      *Hub
 	charge int64               // what it may hold, counted against MaxBytes
 	claims map[string][]string // its caller's, for the upstreams' access rules
+	view   *upstream.View      // its endpoint's; nil: the main endpoint's
 	lists  []*mcp.ListChange   // the list changes it is told of
 	uris   map[string][]string // upstream → its own URIs watched
 	events chan Event
@@ -199,6 +200,9 @@ func (h *Hub) invalidate(name string, ev upstream.Event) {
 	switch ev.Kind {
 	case upstream.ListChanged:
 		inv.Invalidate(ctx, name, ev.List.Tag)
+		if ev.List.Results != "" {
+			inv.Invalidate(ctx, name, ev.List.Results)
+		}
 	case upstream.ResourceUpdated:
 		inv.Invalidate(ctx, name, mcp.URITag(ev.URI))
 	case upstream.Missed:
@@ -211,7 +215,7 @@ func (h *Hub) invalidate(name string, ev upstream.Event) {
 // whose rules a reload tightened is not.
 func (h *Hub) admits(s *Subscription, name string) bool {
 	u := h.o.Upstreams.Load().Get(name)
-	return u != nil && u.Admits(s.claims)
+	return u != nil && s.view.Holds(name) && u.Admits(s.claims)
 }
 
 func (s *Subscription) wants(lc *mcp.ListChange) bool {
@@ -249,11 +253,11 @@ func (h *Hub) Subscribe(ctx context.Context, f mcp.SubscriptionFilter) (*Subscri
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "a subscribed URI may be at most %d bytes", MaxURILen)
 		}
 	}
-	// The caller's view: upstreams its access rules hide are not watched,
-	// and their changes are not told.
-	claims := auth.ClaimsFrom(ctx)
-	set := h.o.Upstreams.Load().For(claims)
-	s := &Subscription{h: h, claims: claims, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{}), gone: make(chan struct{})}
+	// The caller's view: upstreams its endpoint does not hold or its access
+	// rules hide are not watched, and their changes are not told.
+	claims, view := auth.ClaimsFrom(ctx), upstream.ViewOf(ctx)
+	set := h.o.Upstreams.Load().In(view).For(claims)
+	s := &Subscription{h: h, claims: claims, view: view, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{}), gone: make(chan struct{})}
 	caps := h.capabilities(ctx, set)
 	s.honour(f, caps, set, h.o.Namespace)
 	pending, err := h.register(s, set)
@@ -311,6 +315,9 @@ func (s *Subscription) honour(f mcp.SubscriptionFilter, caps map[string]mcp.Capa
 		}
 	}
 	for _, uri := range f.ResourceSubscriptions {
+		if !set.View().Shows(mcp.MethodResourcesRead, uri) {
+			continue // outside the endpoint's view: as a URI nobody serves
+		}
 		targets := targets(uri, caps, set, ns)
 		for name, inner := range targets {
 			s.uris[name] = append(s.uris[name], inner)
@@ -504,7 +511,7 @@ func (h *Hub) swapped(old, next *upstream.Set) {
 		h.resync(u)
 	}
 	for s := range h.subs {
-		for _, lc := range changedLists(old.For(s.claims), next.For(s.claims)) {
+		for _, lc := range changedLists(old.In(s.view).For(s.claims), next.In(s.view).For(s.claims)) {
 			if s.wants(lc) {
 				h.send(s, Event{List: lc})
 			}

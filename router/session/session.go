@@ -53,6 +53,10 @@ type Session struct {
 	// (Limits.PerShare): a digest of the principal; "" (no authentication)
 	// counts against none. It never changes.
 	Share string `json:"share,omitempty"`
+	// Endpoint is the path of the curated endpoint the session was opened
+	// on ("" for /mcp): its requests are served in that endpoint's view,
+	// and only there.
+	Endpoint string `json:"ep,omitempty"`
 }
 
 // MaxClientBytes bounds each of ClientCapabilities and ClientInfo: a

@@ -99,9 +99,17 @@ func (p *Process) ops(mux *http.ServeMux, admin bool) {
 type audience struct {
 	all   bool
 	names map[string]bool
+	// endpoints are the curated endpoints it may use (the main one, /mcp,
+	// is everyone's).
+	endpoints map[string]bool
 }
 
 func (a audience) sees(upstream string) bool { return a.all || a.names[upstream] }
+
+// uses reports whether the endpoint at path is one a may be told of.
+func (a audience) uses(path string) bool {
+	return a.all || path == upstream.MainPath || a.endpoints[path]
+}
 
 var everyone = audience{all: true}
 
@@ -121,9 +129,14 @@ func (p *Process) audienceOf(r *http.Request, admin bool) audience {
 		return everyone
 	}
 	view := p.upstreams.Load().For(pr.Claims)
-	a := audience{names: make(map[string]bool, len(view.Names()))}
+	a := audience{names: make(map[string]bool, len(view.Names())), endpoints: map[string]bool{}}
 	for _, name := range view.Names() {
 		a.names[name] = true
+	}
+	for _, v := range p.views {
+		if v.Admits(pr.Claims) {
+			a.endpoints[v.Path] = true
+		}
 	}
 	return a
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/router"
 	"github.com/manifold-mcp/manifold/router/frontend"
+	"github.com/manifold-mcp/manifold/upstream"
 )
 
 // openAudit opens the audit log and counts its losses in the metrics; nil
@@ -50,7 +51,7 @@ func (p *Process) auditLink() []router.Link {
 // token, a header value or an argument.
 func (p *Process) audited(ctx context.Context, req *mcp.Request, n *router.Note, d time.Duration, err error) {
 	rec := audit.Record{
-		Time: time.Now().UTC(), Method: req.Method, Upstream: n.Upstream(), Tier: n.Tier(),
+		Time: time.Now().UTC(), Endpoint: upstream.ViewOf(ctx).Name(), Method: req.Method, Upstream: n.Upstream(), Tier: n.Tier(),
 		Outcome: router.Code(err), DurationMs: float64(d.Microseconds()) / 1000,
 	}
 	if pr := auth.From(ctx); pr != nil {

@@ -1,6 +1,7 @@
 package process
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -18,18 +19,21 @@ var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02
 
 // metrics are the process's Prometheus metrics. Labels are bounded: a
 // method is one of the method table's or "other", an upstream one of the
-// configured names, a code a JSON-RPC code; never a URI or a credential.
+// configured names, an endpoint /mcp or a configured endpoint's path, a
+// code a JSON-RPC code; never a URI or a credential.
 type metrics struct {
 	reg              *prometheus.Registry
 	requests         *prometheus.CounterVec
 	duration         *prometheus.HistogramVec
 	upstreamDuration *prometheus.HistogramVec
 	reloads          *prometheus.CounterVec
-	// series holds each method label's histogram and success counter,
-	// resolved once: a label lookup hashes and allocates, and a request's
-	// hook runs on every hit.
-	series map[string]methodSeries
+	// series holds each endpoint and method's histogram and success
+	// counter, resolved once: a label lookup hashes and allocates, and a
+	// request's hook runs on every hit.
+	series map[seriesKey]methodSeries
 }
+
+type seriesKey struct{ endpoint, method string }
 
 type methodSeries struct {
 	duration prometheus.Observer
@@ -40,11 +44,11 @@ func newMetrics(p *Process) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "manifold_requests_total", Help: "Downstream requests answered, by method and JSON-RPC outcome (ok, or the error code).",
-		}, []string{"method", "code"}),
+			Name: "manifold_requests_total", Help: "Downstream requests answered, by endpoint (its path), method and JSON-RPC outcome (ok, or the error code).",
+		}, []string{"endpoint", "method", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "manifold_request_duration_seconds", Help: "Time to answer a downstream request.", Buckets: latencyBuckets,
-		}, []string{"method"}),
+			Name: "manifold_request_duration_seconds", Help: "Time to answer a downstream request, by endpoint (its path) and method.", Buckets: latencyBuckets,
+		}, []string{"endpoint", "method"}),
 		upstreamDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "manifold_upstream_request_duration_seconds", Help: "Time of one exchange with an upstream.", Buckets: latencyBuckets,
 		}, []string{"upstream", "method"}),
@@ -65,25 +69,35 @@ func newMetrics(p *Process) *metrics {
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)
 	}
-	m.series = map[string]methodSeries{}
-	for _, method := range append(mcp.Names(), "other") {
-		m.series[method] = methodSeries{m.duration.WithLabelValues(method), m.requests.WithLabelValues(method, "ok")}
+	m.series = map[seriesKey]methodSeries{}
+	endpoints := []string{upstream.MainPath}
+	for _, e := range p.cfg.Endpoints {
+		endpoints = append(endpoints, e.Path)
+	}
+	for _, e := range endpoints {
+		for _, method := range append(mcp.Names(), "other") {
+			m.series[seriesKey{e, method}] = methodSeries{m.duration.WithLabelValues(e, method), m.requests.WithLabelValues(e, method, "ok")}
+		}
 	}
 	return m
 }
 
 // request is router.Observed's hook.
-func (m *metrics) request(method string, d time.Duration, err error) {
-	s, ok := m.series[method]
+func (m *metrics) request(ctx context.Context, method string, d time.Duration, err error) {
+	endpoint := upstream.ViewOf(ctx).Name()
+	s, ok := m.series[seriesKey{endpoint, method}]
 	if !ok {
-		method, s = "other", m.series["other"]
+		method = "other"
+		if s, ok = m.series[seriesKey{endpoint, method}]; !ok {
+			return // no such endpoint: views are made of the same configuration
+		}
 	}
 	s.duration.Observe(d.Seconds())
 	if err == nil {
 		s.ok.Inc()
 		return
 	}
-	m.requests.WithLabelValues(method, codeLabel(err)).Inc()
+	m.requests.WithLabelValues(endpoint, method, codeLabel(err)).Inc()
 }
 
 // upstream returns an upstream's Observe hook.
@@ -175,16 +189,20 @@ func bool01(b bool) float64 {
 	return 0
 }
 
-// seenBy is g without the series of the upstreams a does not see: a series
-// names an upstream by its "upstream" label (empty: none). A family left
+// seenBy is g without the series of the upstreams a does not see, and of
+// the endpoints it may not use: a series names an upstream by its
+// "upstream" label (empty: none), an endpoint by its "endpoint" label. A family left
 // with no series is left out, as the exposition has no empty family.
 func seenBy(g prometheus.Gatherer, a audience) prometheus.Gatherer {
 	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		fams, err := g.Gather()
 		hidden := func(m *dto.Metric) bool {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "upstream" && l.GetValue() != "" {
+				switch {
+				case l.GetName() == "upstream" && l.GetValue() != "":
 					return !a.sees(l.GetValue())
+				case l.GetName() == "endpoint":
+					return !a.uses(l.GetValue())
 				}
 			}
 			return false

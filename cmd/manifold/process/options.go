@@ -90,6 +90,8 @@ func upstreamOptions(uc config.Upstream, credentials []string) (upstream.Options
 		MaxIdleConns:     uc.MaxIdleConns,
 		DefaultTTL:       uc.DefaultTTL,
 		DefaultScope:     uc.DefaultScope,
+		ToolCache: upstream.ToolCache{TTL: uc.ToolCache.TTL, Scope: uc.ToolCache.Scope,
+			Tools: upstream.Filter{Allow: uc.ToolCache.Tools}, StaleIfError: uc.ToolCache.StaleIfError},
 	}
 	for _, r := range uc.Access {
 		o.Access = append(o.Access, upstream.AccessRule{Claim: r.Claim, Values: r.Values})

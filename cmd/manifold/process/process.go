@@ -47,6 +47,7 @@ type Process struct {
 	log       *slog.Logger
 	metrics   *metrics
 	upstreams *upstream.Registry
+	views     []*upstream.View // the curated endpoints', in configuration order
 	cache     *cache.Cache
 	hub       *hub.Hub
 	hubReady  atomic.Pointer[hub.Hub]
@@ -85,6 +86,9 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 	}
 	p.upstreams = upstream.NewRegistry(ups)
 	co, err := cacheOptions(cfg, log)
+	if err == nil {
+		p.views, err = newViews(cfg.Endpoints)
+	}
 	if err == nil {
 		p.cache, err = cache.New(co)
 	}
@@ -169,11 +173,10 @@ func (p *Process) server(h http.Handler) *http.Server {
 	}
 }
 
-// mux routes the main listener's paths: /mcp, and the 2024-11-05 HTTP+SSE
-// transport's /sse and /messages, each through the same chain of links, in
-// the order a request meets them, and, without an admin listener, the
-// operational endpoints beside them.
-func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
+// links is the chain of links of the main listener's MCP paths, in the
+// order a request meets them: those of the main endpoint (v nil), or of
+// the curated endpoint of view v.
+func (p *Process) links(v *upstream.View) []frontend.Link {
 	links := []frontend.Link{
 		frontend.Recover(p.log),
 		p.auditRefused(),
@@ -181,14 +184,28 @@ func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
 		frontend.CheckOrigin(p.cfg.AllowedOrigins),
 		frontend.SingleValued(append([]string{"Authorization"}, p.cfg.Cache.CredentialHeaders...)),
 		frontend.Authenticate(p.auth, p.resource, p.log),
+	}
+	if v != nil {
+		links = append(links, frontend.AtEndpoint(v))
+	}
+	return append(links,
 		frontend.RateLimit(p.limits.principal, p.limits.principalRefused),
 		frontend.LimitBody(int64(p.cfg.MaxRequestBytes)),
-	}
+	)
+}
+
+// mux routes the main listener's paths: /mcp, and the 2024-11-05 HTTP+SSE
+// transport's /sse and /messages, each through the same chain of links;
+// the curated endpoints' (endpoints.go); and, without an admin listener,
+// the operational endpoints beside them.
+func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
+	links := p.links(nil)
 	sse := frontend.NewSSE(legacy)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", frontend.Chain(frontend.NewHTTP(p.dispatch, legacy), links...))
 	mux.Handle(frontend.SSEStreamPath, frontend.Chain(sse.Stream(), links...))
 	mux.Handle(frontend.SSEMessagesPath, frontend.Chain(sse.Messages(), links...))
+	p.mountEndpoints(mux, legacy, sse)
 	if p.auth.Enabled() {
 		// Open to all: it is how a client learns where to get a token.
 		metadata := frontend.Chain(p.resource, frontend.CheckHost(p.cfg.AllowedHosts))
@@ -262,8 +279,24 @@ func (p *Process) Serve(ctx context.Context, l net.Listener) error {
 // ends or ctx does, then stops like Serve. The caller is one principal,
 // under limits.per_principal as an HTTP caller is.
 func (p *Process) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	p.log.Info("manifold serving on stdin/stdout", "upstreams", p.start(ctx))
-	err := frontend.NewStdio(p.dispatch, int(p.cfg.MaxRequestBytes), p.cfg.ShutdownTimeout, p.log).
+	return p.ServeStdioAt(ctx, "", in, out)
+}
+
+// ServeStdioAt is ServeStdio serving the view of the endpoint at path (""
+// or /mcp: everything). The caller has no principal: an endpoint with
+// access rules admits no stdio caller.
+func (p *Process) ServeStdioAt(ctx context.Context, at string, in io.Reader, out io.Writer) error {
+	v, err := p.viewAt(at)
+	if err == nil && !v.Admits(nil) {
+		err = fmt.Errorf("endpoint %s admits only the principals its access rules name, and a stdio caller has none", at)
+	}
+	if err != nil {
+		p.drain()
+		return err
+	}
+	ctx = upstream.WithView(ctx, v)
+	p.log.Info("manifold serving on stdin/stdout", "endpoint", v.Name(), "upstreams", p.start(ctx))
+	err = frontend.NewStdio(p.dispatch, int(p.cfg.MaxRequestBytes), p.cfg.ShutdownTimeout, p.log).
 		Limit(p.limits.principal, stdioPrincipal(), p.limits.principalRefused).
 		Serve(ctx, in, out)
 	p.drain()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/config"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/upstream"
 )
 
@@ -103,13 +104,17 @@ func (p *Process) swapUpstreams(ctx context.Context, ucs []config.Upstream) erro
 // revalidateReplaced makes stale the cached answers of every upstream a
 // swap replaced or removed (inside the swap, so that no answer of the new
 // set is served as fresh from the old one's entries); they stay usable
-// while the new one cannot be reached.
+// while the new one cannot be reached. Its tool results are dropped: what
+// its tools do may be what changed.
 func (p *Process) revalidateReplaced(old, next *upstream.Set) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, u := range old.All() {
 		if next.Get(u.Name()) != u {
 			p.cache.Revalidate(ctx, u.Name())
+			if u.ToolCache().TTL > 0 {
+				p.cache.Invalidate(ctx, u.Name(), mcp.TagToolResults)
+			}
 		}
 	}
 }

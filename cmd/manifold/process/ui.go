@@ -36,6 +36,7 @@ type uiState struct {
 	Subscriptions int          `json:"subscriptions"`
 	Redis         *uiRedis     `json:"redis"` // null without Redis
 	Cache         uiCache      `json:"cache"`
+	Endpoints     []uiEndpoint `json:"endpoints"`
 }
 
 type uiUpstream struct {
@@ -92,6 +93,7 @@ func (p *Process) state(a audience) uiState {
 		s.Upstreams = append(s.Upstreams, row)
 	}
 	s.Cache = ratios(mem, red, total)
+	s.Endpoints = p.endpointsSeenBy(a)
 	if st.Redis != nil {
 		s.Redis = &uiRedis{BreakerOpen: st.Redis.BreakerOpen, Errors: st.Redis.Errors, WritesDropped: st.Redis.WritesDropped}
 	}

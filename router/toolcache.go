@@ -1,0 +1,227 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/manifold-mcp/manifold/cache"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/upstream"
+)
+
+// The results of read-only tools, cached when the operator says so
+// (upstream.ToolCache). A tool result carries no cache hints of its own,
+// so the router gives the cache the operator's: a call is looked up and
+// filled as a read is (both tiers, sealed when private, one upstream call
+// for concurrent identical calls), keyed by the upstream, the tool and its
+// canonical arguments (and, when private, the caller, as the upstream's
+// private reads are), under the tag of the upstream's tool results, which
+// its tools list changing invalidates (mcp.ListChange.Results) and a
+// reload that replaces it too (process.revalidateReplaced).
+//
+// Only tools the upstream's current tools/list annotates readOnlyHint:
+// true are cached, only answers complete and without isError are stored,
+// and a call that is the retry of an input_required round, or that asks
+// for progress, always reaches the upstream. A cached call is never held
+// for a legacy upstream's questions (bridge.go): a tool that asks its
+// caller something in the middle of a call is not one whose result can be
+// shared, and its questions are refused.
+
+// MetaCache is the result `_meta` member saying that an answer came from
+// the cache: {"tier": "memory"|"redis"|"stale", "ageMs": N}.
+const MetaCache = "io.manifold/cache"
+
+// toolCall is the cache policy of one tool call, and what the cache told
+// of its answer.
+type toolCall struct {
+	ttl    time.Duration
+	scope  string
+	policy cache.Policy
+
+	tier string
+	age  time.Duration
+}
+
+type toolCallKey struct{}
+
+func toolCallOf(ctx context.Context) *toolCall {
+	tc, _ := ctx.Value(toolCallKey{}).(*toolCall)
+	return tc
+}
+
+// toolPolicy is the policy under which a call of u's tool (name in the
+// merged view, inner its own) may be answered from the cache, or nil when
+// it must reach the upstream.
+func (r *Router) toolPolicy(ctx context.Context, set *upstream.Set, m *mcp.Method, u *upstream.Upstream, name, inner string, req *mcp.Request) *toolCall {
+	p := u.ToolCache()
+	if r.cache == nil || m.Name != mcp.MethodToolsCall || !p.Caches(inner) {
+		return nil
+	}
+	if _, progress := req.Meta[mcp.MetaProgressToken]; progress {
+		return nil // the caller wants the call's progress: only a call has it
+	}
+	_, responses := req.Params["inputResponses"]
+	_, state := req.Params["requestState"]
+	if responses || state || !r.readOnly(ctx, set, u, name, req.Header) {
+		return nil
+	}
+	return &toolCall{ttl: p.TTL, scope: p.Scope, policy: cache.Policy{StaleIfError: p.StaleIfError}}
+}
+
+// cachedCall answers a call under tc, through the cache.
+func (r *Router) cachedCall(ctx context.Context, u *upstream.Upstream, req *mcp.Request, tc *toolCall) (json.RawMessage, error) {
+	res, err := r.fetch(context.WithValue(ctx, toolCallKey{}, tc), u, req, "")
+	var ue *unavailableError
+	if errors.As(err, &ue) {
+		r.log.Debug("call failed", "upstream", u.Name(), "method", req.Method, "err", ue.err)
+		return nil, ue.rpc()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return tc.present(res)
+}
+
+// apply makes the cache request and fill of fetch those of the policy.
+func (tc *toolCall) apply(cr cache.Request, fill cache.Fill) (cache.Request, cache.Fill) {
+	cr.Policy = &tc.policy
+	served := cr.Served
+	cr.Served = func(tier string) {
+		tc.tier = tier
+		if served != nil {
+			served(tier)
+		}
+	}
+	cr.Age = func(d time.Duration) { tc.age = d }
+	return cr, func(ctx context.Context) (json.RawMessage, error) {
+		res, err := fill(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return tc.hinted(res)
+	}
+}
+
+// hinted is a tool result with the cache hints it is to be stored under:
+// the policy's for a complete answer without isError, none (stale at once,
+// private) for any other. Whatever hints the upstream put on it are not
+// the operator's, and go.
+func (tc *toolCall) hinted(res json.RawMessage) (json.RawMessage, error) {
+	obj, err := jsonrpc.ParseObject(res)
+	if err != nil {
+		return nil, err
+	}
+	ttl, scope := int64(0), mcp.ScopePrivate
+	if obj.String("resultType") == mcp.ResultTypeComplete && string(obj["isError"]) != "true" {
+		ttl, scope = tc.ttl.Milliseconds(), tc.scope
+	}
+	obj["ttlMs"] = strconv.AppendInt(nil, ttl, 10)
+	obj["cacheScope"] = jsonrpc.Quote(scope)
+	return obj.Marshal(), nil
+}
+
+// present is the answer the caller gets: a tool result, without the hints
+// it was stored under, saying in its `_meta` when it came from the cache
+// and how old it is.
+func (tc *toolCall) present(res json.RawMessage) (json.RawMessage, error) {
+	// The cache's answer is made of what fetch checked: not checked again.
+	obj, err := jsonrpc.ParseValid(res)
+	if err != nil {
+		return nil, err
+	}
+	delete(obj, "ttlMs")
+	delete(obj, "cacheScope")
+	switch tc.tier {
+	case cache.TierMemory, cache.TierRedis, cache.TierStale:
+		meta, err := obj.Object("_meta")
+		if err != nil {
+			meta = jsonrpc.Object{}
+		}
+		b := append([]byte(`{"tier":"`), tc.tier...)
+		b = strconv.AppendInt(append(b, `","ageMs":`...), tc.age.Milliseconds(), 10)
+		meta[MetaCache] = append(b, '}')
+		obj["_meta"] = meta.Marshal()
+	}
+	return obj.Marshal(), nil
+}
+
+// readOnlyTools is, per upstream of a configured set (in its memo), which
+// of its tools its tools/list annotates readOnlyHint: true.
+type readOnlyTools struct {
+	mu sync.Mutex
+	by map[string]readOnlySnapshot
+}
+
+type readOnlySnapshot struct {
+	changes uint64 // the cache's Changes of the upstream when it was listed
+	at      time.Time
+	tools   map[string]bool // merged-view names
+}
+
+type readOnlyKey struct{}
+
+// readOnlyAge is how long a snapshot is believed without listing again
+// (through the cache) when nothing said the upstream changed: for an
+// upstream that does not announce its list changes.
+const readOnlyAge = 10 * time.Second
+
+// readOnly reports whether u's current tools/list annotates its tool name
+// (merged view) readOnlyHint: true. What was listed is believed until the
+// cache says something of u changed (an invalidation, a revalidation) or
+// for readOnlyAge; then the list is read again, through the cache.
+func (r *Router) readOnly(ctx context.Context, set *upstream.Set, u *upstream.Upstream, name string, header http.Header) bool {
+	t := set.Memo(readOnlyKey{}, func(*upstream.Set) any { return &readOnlyTools{by: map[string]readOnlySnapshot{}} }).(*readOnlyTools)
+	changes := r.cache.Changes(u.Name())
+	t.mu.Lock()
+	s, ok := t.by[u.Name()]
+	t.mu.Unlock()
+	if ok && s.changes == changes && time.Since(s.at) < readOnlyAge {
+		return s.tools[name]
+	}
+	tools, whole := r.listReadOnly(ctx, u, header)
+	if whole {
+		t.mu.Lock()
+		t.by[u.Name()] = readOnlySnapshot{changes: changes, at: time.Now(), tools: tools}
+		t.mu.Unlock()
+	}
+	return tools[name]
+}
+
+// listReadOnly lists u's tools (every page, through the cache, with the
+// caller's headers: an upstream may want its credential) and returns those
+// annotated read-only, and whether the list was read to its end.
+func (r *Router) listReadOnly(ctx context.Context, u *upstream.Upstream, header http.Header) (map[string]bool, bool) {
+	ctx = unnoted(ctx) // Manifold's own listing is not the request's answer
+	m, _ := mcp.Lookup(mcp.MethodToolsList)
+	tools := map[string]bool{}
+	req := &mcp.Request{Method: m.Name, Params: jsonrpc.Object{}, Meta: jsonrpc.Object{}, Header: header}
+	for range learnPages {
+		obj, next, err := r.listPage(ctx, u, req, m)
+		if err != nil {
+			return tools, false
+		}
+		items, _ := jsonrpc.Elements(obj[m.Items])
+		for _, item := range items {
+			var t struct {
+				Name        string `json:"name"`
+				Annotations struct {
+					ReadOnly bool `json:"readOnlyHint"`
+				} `json:"annotations"`
+			}
+			if json.Unmarshal(item, &t) == nil && t.Annotations.ReadOnly {
+				tools[t.Name] = true
+			}
+		}
+		if next == "" {
+			return tools, true
+		}
+		req = &mcp.Request{Method: m.Name, Params: jsonrpc.Object{"cursor": jsonrpc.Quote(next)}, Meta: jsonrpc.Object{}, Header: header}
+	}
+	return tools, false
+}
