@@ -113,3 +113,18 @@ func BenchmarkHandleMemoryHit(b *testing.B) {
 		_, _ = r.Handle(context.Background(), req())
 	}
 }
+
+// BenchmarkHandlePassThrough is the pass-through tool call alone, its
+// upstream the plain one above in the same process: a profile of it
+// (-cpuprofile, focused on Manifold's packages) shows where the hop's time
+// goes.
+func BenchmarkHandlePassThrough(b *testing.B) {
+	t := &testing.T{}
+	r := allocRouter(t, false)
+	req := func() *mcp.Request { return request("tools/call", `{"name":"up_echo","arguments":{"text":"hi"}}`) }
+	_, _ = r.Handle(context.Background(), req())
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = r.Handle(context.Background(), req())
+	}
+}
