@@ -226,7 +226,11 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(stderr, "%s: warning: %s\n", cfg.File, w)
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d upstreams)\n", cfg.File, len(cfg.Upstreams))
+	noun := "upstreams"
+	if len(cfg.Upstreams) == 1 {
+		noun = "upstream"
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d %s)\n", cfg.File, len(cfg.Upstreams), noun)
 	return 0
 }
 

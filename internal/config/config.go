@@ -420,7 +420,7 @@ func Load(path string) (*Config, error) {
 		problems = report(problems, cfg.checkFiles())
 	}
 	if len(problems) > 0 {
-		return nil, &Error{File: path, Problems: problems}
+		return nil, &Error{File: path, Problems: inFileOrder(data, problems)}
 	}
 	cfg.File = path
 	return cfg, nil
@@ -432,7 +432,7 @@ func Load(path string) (*Config, error) {
 func Parse(data []byte, lookup func(string) (string, bool)) (*Config, []Problem) {
 	cfg, problems := parse(data, lookup)
 	if len(problems) > 0 {
-		return nil, problems
+		return nil, inFileOrder(data, problems)
 	}
 	return cfg, nil
 }

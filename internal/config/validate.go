@@ -42,7 +42,7 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || v < 0 || v > (1<<62)/mult {
-		return fmt.Errorf("invalid size %q (want bytes, or a number with KiB, MiB or GiB)", n.Value)
+		return fmt.Errorf("%q is not a size (bytes, or a number with KiB, MiB or GiB)", n.Value)
 	}
 	*b = ByteSize(v * mult)
 	return nil
