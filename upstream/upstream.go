@@ -196,13 +196,13 @@ func New(o Options) (*Upstream, error) {
 	u.w.up = make(chan struct{})
 	switch {
 	case len(o.Command) > 0:
-		u.conn, err = newStdioConn(o, u.log, u.onServerMessage)
+		u.conn, err = newStdioConn(o, u.log, u.onServerMessage, u.health)
 	case o.Wire == WireHTTP:
 		u.conn = newHTTPConn(o, u.onServerMessage)
 	case o.Wire == WireSSE:
-		u.conn, err = newSSEConn(o, u.log, u.onServerMessage)
+		u.conn, err = newSSEConn(o, u.log, u.onServerMessage, u.health)
 	default:
-		u.conn = newAutoConn(o, u.log, u.onServerMessage)
+		u.conn = newAutoConn(o, u.log, u.onServerMessage, u.health)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", o.Name, err)
