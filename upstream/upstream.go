@@ -137,6 +137,9 @@ type Options struct {
 	Observe func(method string, d time.Duration, err error)
 	// OnState, if set, is told of each change of the upstream's State.
 	OnState func(upstream string, st State)
+	// ProbeInterval is how often the server is asked, while it is down,
+	// whether it is back (0: only when a call or the watch asks).
+	ProbeInterval time.Duration
 }
 
 // Upstream is a client for one configured server. It is safe for
@@ -193,6 +196,7 @@ func New(o Options) (*Upstream, error) {
 		}
 	})
 	u.w.changed = make(chan struct{}, 1)
+	u.w.wake = make(chan struct{}, 1)
 	u.w.up = make(chan struct{})
 	switch {
 	case len(o.Command) > 0:
@@ -739,7 +743,8 @@ func answerOf(ctx context.Context, q *jsonrpc.Message, ask mcp.Ask) *jsonrpc.Mes
 
 // StartWatching keeps a subscription on the upstream from now until Close:
 // list changes always, and the URIs given to Watch. Events go to
-// Options.OnEvent.
+// Options.OnEvent. While the server is down it is also probed, every
+// Options.ProbeInterval (probe.go).
 func (u *Upstream) StartWatching() {
 	if u.o.PerPrincipal {
 		return // no caller to watch as
@@ -747,9 +752,12 @@ func (u *Upstream) StartWatching() {
 	ctx, cancel := context.WithCancel(context.Background())
 	u.stopWatch = cancel
 	u.watchDone = make(chan struct{})
+	var loops sync.WaitGroup
+	loops.Go(func() { u.watchLoop(ctx) })
+	loops.Go(func() { u.probeLoop(ctx) })
 	go func() {
-		defer close(u.watchDone)
-		u.watchLoop(ctx)
+		loops.Wait()
+		close(u.watchDone)
 	}()
 }
 

@@ -57,6 +57,7 @@ type watch struct {
 	have    uint64        // the version the upstream subscription carries
 	up      chan struct{} // closed, and replaced, when have moves
 	changed chan struct{} // signalled when uris changes
+	wake    chan struct{} // signalled when a probe found the server back
 	dropped bool          // a watch was up and went down: the next one reports Missed
 }
 
@@ -189,6 +190,7 @@ func (u *Upstream) watchLoop(ctx context.Context) {
 		}
 		select {
 		case <-time.After(rand.N(delay) + delay/2):
+		case <-u.w.wake:
 		case <-ctx.Done():
 			return
 		}

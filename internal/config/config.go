@@ -61,7 +61,9 @@ type Config struct {
 	// Audit writes one line per request.
 	Audit Audit `yaml:"audit"`
 	// Limits bounds request rates.
-	Limits    Limits     `yaml:"limits"`
+	Limits Limits `yaml:"limits"`
+	// Health configures how upstreams' health is followed.
+	Health    Health     `yaml:"health"`
 	Upstreams []Upstream `yaml:"upstreams"`
 
 	// File is the path Load read, for a reload to read again; "" when the
@@ -100,6 +102,14 @@ type Subscriptions struct {
 	// MaxBytes bounds the memory all open streams may hold together, what
 	// they name and what may queue for them; past it a listen is refused.
 	MaxBytes ByteSize `yaml:"max_bytes"`
+}
+
+// Health is how Manifold follows its upstreams' health.
+type Health struct {
+	// ProbeInterval is how often an upstream that is down is asked
+	// whether it is back, traffic or not: readiness follows its return
+	// within this long.
+	ProbeInterval time.Duration `yaml:"probe_interval"`
 }
 
 // Audit is the audit log: File is a path, "stderr", or empty (off).

@@ -75,6 +75,7 @@ func TestParseProblemsNamePaths(t *testing.T) {
 		{"upstreams: [{name: a, url: http://x/mcp, oauth: {mode: client_credentials}}]", "upstreams[0].oauth.client_id: is required with mode client_credentials"},
 		{"upstreams: [{name: a, url: http://x/mcp, oauth: {mode: device}}]", "upstreams[0].oauth.mode: must be user or client_credentials"},
 		{"upstreams: [{name: a, url: http://x/mcp, forward_headers: [authorization], oauth: {mode: client_credentials, client_id: c, client_secret: s}}]", "upstreams[0].forward_headers: must not forward Authorization to an OAuth upstream"},
+		{"health: {probe_interval: 10ms}\nupstreams: [{name: a, url: http://x/mcp}]", "health.probe_interval: must be between 100ms and 5m"},
 		{"", "the file is empty"},
 		{"listen: [", "not valid YAML"},
 	} {
