@@ -2,6 +2,8 @@ package router
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"sync"
 	"sync/atomic"
@@ -65,15 +67,34 @@ func noteOf(ctx context.Context) *Note {
 
 type sessionKey struct{}
 
-// WithSession returns ctx naming the legacy session a request came on.
-func WithSession(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, sessionKey{}, id)
+// legacySession is what a request's context says of the legacy session it
+// came on.
+type legacySession struct{ id, version string }
+
+// WithSession returns ctx naming the legacy session a request came on and
+// the revision negotiated on it.
+func WithSession(ctx context.Context, id, version string) context.Context {
+	return context.WithValue(ctx, sessionKey{}, legacySession{id, version})
 }
 
 // SessionOf returns the legacy session id ctx names, or "".
 func SessionOf(ctx context.Context) string {
-	id, _ := ctx.Value(sessionKey{}).(string)
-	return id
+	s, _ := ctx.Value(sessionKey{}).(legacySession)
+	return s.id
+}
+
+// sessionVersion returns the revision of the legacy session ctx names,
+// or "".
+func sessionVersion(ctx context.Context) string {
+	s, _ := ctx.Value(sessionKey{}).(legacySession)
+	return s.version
+}
+
+// SessionDigest is how a legacy session is named where its id must not be
+// (an audit record, a span): the id is a bearer of the session.
+func SessionDigest(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:8])
 }
 
 // Noted gives each request a Note and, once it is answered, hands report

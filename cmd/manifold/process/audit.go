@@ -2,8 +2,6 @@ package process
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -57,8 +55,7 @@ func (p *Process) audited(ctx context.Context, req *mcp.Request, n *router.Note,
 		rec.Principal = pr.ID
 	}
 	if sid := router.SessionOf(ctx); sid != "" {
-		sum := sha256.Sum256([]byte(sid))
-		rec.Session = hex.EncodeToString(sum[:8])
+		rec.Session = router.SessionDigest(sid)
 	}
 	if uri, ok := req.Params.Str("uri"); ok {
 		rec.Target = uri

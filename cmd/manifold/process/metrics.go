@@ -66,7 +66,7 @@ func newMetrics(p *Process) *metrics {
 		m.reloads.WithLabelValues(r)
 	}
 	m.series = map[string]methodSeries{}
-	for _, method := range append(mcp.Names(), "other") {
+	for _, method := range slices.Concat(mcp.Names(), mcp.SessionMethods, []string{"other"}) {
 		m.series[method] = methodSeries{m.duration.WithLabelValues(method), m.requests.WithLabelValues(method, "ok")}
 	}
 	return m
