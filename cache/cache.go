@@ -298,6 +298,7 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 	if o.err != nil {
 		res, err := c.serveStale(l, o.err)
 		if err == nil {
+			span.SetAttributes(attrTier.String("stale"))
 			r.served(TierStale)
 		} else {
 			r.served(TierFill)

@@ -2,8 +2,6 @@ package router
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"sync"
 	"sync/atomic"
@@ -88,13 +86,6 @@ func SessionOf(ctx context.Context) string {
 func sessionVersion(ctx context.Context) string {
 	s, _ := ctx.Value(sessionKey{}).(legacySession)
 	return s.version
-}
-
-// SessionDigest is how a legacy session is named where its id must not be
-// (an audit record, a span): the id is a bearer of the session.
-func SessionDigest(id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(sum[:8])
 }
 
 // Noted gives each request a Note and, once it is answered, hands report

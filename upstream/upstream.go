@@ -31,7 +31,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
@@ -146,6 +145,7 @@ type Options struct {
 // concurrent use.
 type Upstream struct {
 	o        Options
+	peer     []attribute.KeyValue // where the server is, for its spans
 	log      *slog.Logger
 	info     json.RawMessage // o.ClientInfo, encoded once: it goes in every modern call
 	conn     conn
@@ -189,7 +189,7 @@ func New(o Options) (*Upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client info: %w", err)
 	}
-	u := &Upstream{o: o, log: o.Logger.With("upstream", o.Name), info: info}
+	u := &Upstream{o: o, log: o.Logger.With("upstream", o.Name), info: info, peer: peerAttributes(o)}
 	u.health = newHealth(u.log, func(st State) {
 		if o.OnState != nil {
 			o.OnState(o.Name, st)
@@ -328,15 +328,16 @@ var (
 // hook learn of every exchange but those the caller abandoned, which say
 // nothing of the server.
 func (u *Upstream) timedExchange(ctx context.Context, s *session, req *mcp.Request) (*reply, error) {
-	ctx, span := tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("mcp.method.name", req.Method),
-		attribute.String("manifold.upstream", u.o.Name),
-		attribute.String("mcp.protocol.version", s.Version)))
+	ctx, span := tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
+	recording := span.IsRecording()
+	if recording {
+		u.describeCall(span, s, req)
+	}
 	start := time.Now()
 	msg, err := u.exchange(ctx, s, req)
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
+	if recording {
+		describeReply(span, req.Method, msg, err)
 	}
 	if errors.Is(err, context.Canceled) {
 		return msg, err

@@ -399,8 +399,11 @@ func (l *Legacy) ask(ctx context.Context, s *session.Session, method string, par
 // logging/setLevel, resources/subscribe and unsubscribe), inside the
 // dispatcher's links as any request.
 func (l *Legacy) sessionMethod(ctx context.Context, s *session.Session, msg *jsonrpc.Message, header http.Header) (json.RawMessage, *jsonrpc.Error) {
-	params, _ := msg.ParamsObject() // only for the links to read: each method decodes its own
-	req := &mcp.Request{Method: msg.Method, Params: params, Header: header}
+	// Only for the links to read (the caller's trace context, the URI):
+	// each method decodes its own params.
+	params, _ := msg.ParamsObject()
+	meta, _ := params.Object("_meta")
+	req := &mcp.Request{Method: msg.Method, Params: params, Meta: meta, Header: header}
 	res, err := l.d.local(ctx, req, func(ctx context.Context, _ *mcp.Request) (json.RawMessage, error) {
 		var res json.RawMessage
 		var rpcErr *jsonrpc.Error

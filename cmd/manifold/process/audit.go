@@ -13,6 +13,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/mcptrace"
 	"github.com/manifold-mcp/manifold/router"
 	"github.com/manifold-mcp/manifold/router/frontend"
 )
@@ -55,7 +56,7 @@ func (p *Process) audited(ctx context.Context, req *mcp.Request, n *router.Note,
 		rec.Principal = pr.ID
 	}
 	if sid := router.SessionOf(ctx); sid != "" {
-		rec.Session = router.SessionDigest(sid)
+		rec.Session = mcptrace.SessionDigest(sid)
 	}
 	if uri, ok := req.Params.Str("uri"); ok {
 		rec.Target = uri
