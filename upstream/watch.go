@@ -315,7 +315,15 @@ func (u *Upstream) watchModern(ctx context.Context, s *session) error {
 			// second stream would only open a gap in which an update
 			// reaches the stream being closed.
 			u.established(v)
-		} else if next, err := u.replaceListen(ctx, s, cur, f); err != nil && cur == nil {
+		} else if next, err := u.replaceListen(ctx, s, cur, f); ctx.Err() != nil {
+			// Closing: what failed, if anything, was the watch being
+			// stopped, not the upstream. The stream kept is closed on the
+			// way out.
+			if err == nil {
+				cur = next
+			}
+			return nil
+		} else if err != nil && cur == nil {
 			return err
 		} else if err != nil {
 			// The change could not be made; the stream that works stays,
