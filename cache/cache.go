@@ -502,7 +502,9 @@ func (c *Cache) serveStale(l *lookup, err error) (json.RawMessage, error) {
 		return nil, err
 	}
 	l.st.stale.Add(1)
-	c.log.Warn("upstream unreachable; serving a stale entry", "upstream", l.r.Upstream, "method", l.r.Req.Method, "err", err)
+	// Counted, and at debug only: the outage is the upstream's health
+	// summary's to tell, once, not a line per key served meanwhile.
+	c.log.Debug("upstream unreachable; serving a stale entry", "upstream", l.r.Upstream, "method", l.r.Req.Method, "err", err)
 	return splice(l.stale.body, 0, l.stale.scope), nil
 }
 
