@@ -8,7 +8,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: build run test vet deps conformance fuzz bench clean
+.PHONY: build run test vet deps conformance fuzz bench soak clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(LDFLAGS)' -o $(BIN) ./cmd/manifold
@@ -50,6 +50,13 @@ bench: build deps
 	scripts/peers -rounds 5 -duration 3s
 	scripts/peers -scale -rounds 5 -duration 3s
 	scripts/bench-wrk
+
+# The soak (test/soak): replicas sharing Redis in front of upstreams of every
+# kind, every answer checked, RSS, goroutines and fds sampled; SOAK_FLAGS
+# adds -faults and the like. CI runs 45 s of it.
+SOAK_DURATION ?= 15m
+soak: build deps
+	scripts/soak -duration $(SOAK_DURATION) $(SOAK_FLAGS)
 
 clean:
 	rm -rf bin

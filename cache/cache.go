@@ -307,6 +307,7 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 	if o.err != nil {
 		res, err := c.serveStale(l, o.err)
 		if err == nil {
+			span.SetAttributes(attrTier.String("stale"))
 			r.served(TierStale)
 			r.aged(l.stale, c.now())
 		} else {
@@ -511,7 +512,9 @@ func (c *Cache) serveStale(l *lookup, err error) (json.RawMessage, error) {
 		return nil, err
 	}
 	l.st.stale.Add(1)
-	c.log.Warn("upstream unreachable; serving a stale entry", "upstream", l.r.Upstream, "method", l.r.Req.Method, "err", err)
+	// Counted, and at debug only: the outage is the upstream's health
+	// summary's to tell, once, not a line per key served meanwhile.
+	c.log.Debug("upstream unreachable; serving a stale entry", "upstream", l.r.Upstream, "method", l.r.Req.Method, "err", err)
 	return splice(l.stale.body, 0, l.stale.scope), nil
 }
 

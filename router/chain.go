@@ -8,13 +8,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/mcptrace"
 )
 
 // Link wraps a Handler with one cross-cutting concern, as a plugin does in
@@ -35,22 +34,54 @@ var tracer = otel.Tracer("github.com/manifold-mcp/manifold/router")
 // context: the one in the request's `_meta` (MCP's place for it), else the
 // one in its HTTP headers. Everything Manifold does for the request (cache
 // lookups, upstream calls, one child per upstream of a fan-out) nests under
-// it, and the upstreams receive its context.
+// it, and the upstreams receive its context. The span speaks MCP as the
+// semantic conventions do (internal/mcptrace), with the caller's revision
+// and, for a legacy caller, its session's digest.
 func Traced() Link {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
 			ctx = callerContext(ctx, req)
-			ctx, span := tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindServer),
-				trace.WithAttributes(attribute.String("mcp.method.name", req.Method)))
+			ctx, span := tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindServer))
 			defer span.End()
+			recording := span.IsRecording() // nothing is worked out for a span no one keeps
+			if recording {
+				describeServed(ctx, span, req)
+			}
 			res, err := next.Handle(ctx, req)
-			if code := Code(err); code != "ok" {
-				span.SetAttributes(attribute.String("rpc.jsonrpc.error_code", code))
-				span.SetStatus(codes.Error, err.Error())
+			if recording {
+				mcptrace.Answered(span, req.Method, res, rpcError(err))
 			}
 			return res, err
 		})
 	}
+}
+
+// describeServed sets what the server span of req says of the caller.
+func describeServed(ctx context.Context, span trace.Span, req *mcp.Request) {
+	mcptrace.Describe(span, req.Method, req.Params)
+	version := sessionVersion(ctx)
+	if version == "" {
+		version = req.Meta.String(mcp.MetaProtocolVersion)
+	}
+	if version != "" {
+		span.SetAttributes(mcptrace.Version(version))
+	}
+	if sid := SessionOf(ctx); sid != "" {
+		span.SetAttributes(mcptrace.Session(sid))
+	}
+}
+
+// rpcError is the JSON-RPC error a handler's error is answered with (an
+// error of Manifold's own is an internal error), or nil.
+func rpcError(err error) *jsonrpc.Error {
+	if err == nil {
+		return nil
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return rpcErr
+	}
+	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", err)
 }
 
 // callerContext extracts the caller's trace context.

@@ -65,15 +65,27 @@ func noteOf(ctx context.Context) *Note {
 
 type sessionKey struct{}
 
-// WithSession returns ctx naming the legacy session a request came on.
-func WithSession(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, sessionKey{}, id)
+// legacySession is what a request's context says of the legacy session it
+// came on.
+type legacySession struct{ id, version string }
+
+// WithSession returns ctx naming the legacy session a request came on and
+// the revision negotiated on it.
+func WithSession(ctx context.Context, id, version string) context.Context {
+	return context.WithValue(ctx, sessionKey{}, legacySession{id, version})
 }
 
 // SessionOf returns the legacy session id ctx names, or "".
 func SessionOf(ctx context.Context) string {
-	id, _ := ctx.Value(sessionKey{}).(string)
-	return id
+	s, _ := ctx.Value(sessionKey{}).(legacySession)
+	return s.id
+}
+
+// sessionVersion returns the revision of the legacy session ctx names,
+// or "".
+func sessionVersion(ctx context.Context) string {
+	s, _ := ctx.Value(sessionKey{}).(legacySession)
+	return s.version
 }
 
 // Noted gives each request a Note and, once it is answered, hands report

@@ -92,13 +92,13 @@ func TestAuditLog(t *testing.T) {
 			lines = append(lines, l)
 		}
 	}
-	// The legacy initialize (answered by the frontend) and the refusal.
-	if len(refused) != 2 || refused[0].Method != "POST" || refused[0].Outcome != "http-200" ||
-		refused[1].Method != "resources/read" || refused[1].Outcome != "http-401" || refused[1].Principal != "" {
+	// The refusal, before the router: a legacy initialize is a request
+	// like any other, recorded with its principal.
+	if len(refused) != 1 || refused[0].Method != "resources/read" || refused[0].Outcome != "http-401" || refused[0].Principal != "" {
 		t.Errorf("records of requests the router did not answer: %+v", refused)
 	}
-	if len(lines) != 5 {
-		t.Fatalf("%d records of the router, want 5 (one per request): %+v", len(lines), lines)
+	if len(lines) != 6 {
+		t.Fatalf("%d records of the router, want 6 (one per request): %+v", len(lines), lines)
 	}
 	principal := fmt.Sprintf(`[%q,"alice"]`, is.URL)
 	want := []auditLine{
@@ -106,6 +106,7 @@ func TestAuditLog(t *testing.T) {
 		{Method: "resources/read", Upstream: "web", Target: "web+test://web/0", Outcome: "ok", Tier: "memory"},
 		{Method: "tools/call", Upstream: "web", Target: "web_echo", Outcome: "ok", Tier: "upstream"},
 		{Method: "resources/read", Upstream: "web", Target: "web+test://web/missing", Outcome: "-32602", Tier: "fill"},
+		{Method: "initialize", Outcome: "ok"},
 		{Method: "resources/read", Upstream: "web", Target: "web+test://web/1", Outcome: "ok", Tier: "fill"},
 	}
 	for i, w := range want {
@@ -115,19 +116,19 @@ func TestAuditLog(t *testing.T) {
 			t.Errorf("line %d: %+v, want %+v as %s", i, got, w, principal)
 		}
 	}
-	if lines[4].Session == "" || lines[0].Session != "" {
-		t.Errorf("session digests: %q (legacy), %q (modern)", lines[4].Session, lines[0].Session)
+	if lines[5].Session == "" || lines[0].Session != "" {
+		t.Errorf("session digests: %q (legacy), %q (modern)", lines[5].Session, lines[0].Session)
 	}
 	// A listen stream flows through the audit link (its events are
-	// flushed), and is recorded when it ends.
+	// flushed), and is recorded once acknowledged, as a request answered.
 	st := listen(t, p.URL, 5, `{"resourcesListChanged":true}`, "Authorization", "Bearer "+tok)
 	if ack := st.next(t, 5*time.Second); ack["method"] != "notifications/subscriptions/acknowledged" {
 		t.Errorf("listen through the audit link: %v", ack)
 	}
-	st.close()
-	if _, all = readAudit(t, path, 8); all[7].Method != "subscriptions/listen" || all[7].Outcome != "http-200" {
+	if _, all = readAudit(t, path, 8); all[7].Method != "subscriptions/listen" || all[7].Outcome != "ok" || all[7].Principal != principal {
 		t.Errorf("the listen stream's record: %+v", all[7])
 	}
+	st.close()
 	for _, secret := range []string{tok, "Bearer", "header-value-Kq7", "argument-payload-Zq9", sid} {
 		if strings.Contains(text, secret) {
 			t.Errorf("the audit log contains %.40q", secret)

@@ -119,7 +119,8 @@ upstreams:
 	for _, want := range []string{
 		"upstreams[1].urll: unknown key (did you mean \"url\"?)",
 		"upstreams[1].timeout:",
-		"max_request_bytes: invalid size",
+		`max_request_bytes: "lots" is not a size`,
+		`upstreams[1].timeout: "10 parsecs" is not a duration`,
 		"upstreams[2].headers.Authorization: environment variable MANIFOLD_TEST_SURELY_UNSET is not set",
 		"listen: must be host:port",
 		`namespace: must be "prefix" or "none"`,
@@ -140,6 +141,18 @@ upstreams:
 	// decode is not also reported as missing.
 	if n := strings.Count(errOut, "upstreams[1].timeout"); n != 1 {
 		t.Errorf("upstreams[1].timeout reported %d times:\n%s", n, errOut)
+	}
+	// In the order of the file, whichever check found each.
+	last := -1
+	for _, path := range []string{"listen:", "namespace:", "max_request_bytes:", "upstreams[0].name:", "upstreams[0].url:",
+		"upstreams[1].command[0]:", "upstreams[1].urll:", "upstreams[1].timeout:", "upstreams[2].name:",
+		"upstreams[2].headers.Authorization:", "upstreams[2].forward_headers[0]:", "upstreams[2].protocol:",
+		"upstreams[3].command[0]:", "upstreams[3].dir:"} {
+		i := strings.Index(errOut, "  "+path)
+		if i < last {
+			t.Errorf("%s is reported out of the file's order:\n%s", path, errOut)
+		}
+		last = max(last, i)
 	}
 }
 
@@ -167,6 +180,8 @@ func TestCLIPathsRelativeToConfig(t *testing.T) {
 	elsewhere := t.TempDir()
 	if out, errOut, code := runCLI(t, elsewhere, "validate", "--config", cfg); code != 0 {
 		t.Fatalf("validate from another folder: exit %d: %s%s", code, out, errOut)
+	} else if want := cfg + ": ok (1 upstream)\n"; out != want {
+		t.Errorf("validate said %q, want %q", out, want)
 	}
 	cmd := exec.Command(manifoldBin, "serve", "--config", cfg)
 	cmd.Dir = elsewhere

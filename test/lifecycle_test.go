@@ -57,7 +57,7 @@ func TestStdioUpstreamRestarted(t *testing.T) {
 		t.Errorf("read after restart = %q", got)
 	}
 	logs := p.Logs.String()
-	if !strings.Contains(logs, "upstream process exited; restarting") || !strings.Contains(logs, "upstream=kid") {
+	if !strings.Contains(logs, fmt.Sprintf("process %d exited (signal: killed)", first)) || !strings.Contains(logs, "restarting") || !strings.Contains(logs, "upstream=kid") {
 		t.Errorf("restart not logged:\n%s", logs)
 	}
 	// The child's stderr reaches the log under its upstream's name.

@@ -142,3 +142,36 @@ func TestRedisLossLoggedOnce(t *testing.T) {
 		t.Errorf("Redis lost logged %d times, regained %d times; want once each:\n%s", lost, back, o.Logs.String())
 	}
 }
+
+// Stale entries standing in for an upstream that is down are counted
+// (manifold_cache_stale_served_total), not logged one by one: 30 keys read
+// during an outage add no line to the upstream's outage summary.
+func TestStaleServedNotLoggedPerRequest(t *testing.T) {
+	h := newHintedServer()
+	a := newSwitchable(t, modernHandler(h.Server))
+	o := startOps(t, "upstreams:"+httpUpstreamYAML("a", a.URL(), "timeout: 1s", "retries: 0"))
+	o.waitReady(t, http.StatusOK, map[string]string{"a": "ready"})
+	uri := func(i int) string { return fmt.Sprintf("a+test://hot/%d", i) }
+	for i := range 30 {
+		readAs(t, o.MCP, uri(i), "")
+	}
+	a.down()
+	eventually(t, 10*time.Second, func() error { // past the last entry's 2 s freshness
+		if text, ttl, _ := readAs(t, o.MCP, uri(29), ""); text == "" || ttl != 0 {
+			return fmt.Errorf("read %q with ttlMs %d, want the stale entry", text, ttl)
+		}
+		return nil
+	})
+	for i := range 29 {
+		if text, ttl, _ := readAs(t, o.MCP, uri(i), ""); text == "" || ttl != 0 {
+			t.Fatalf("%s: %q with ttlMs %d, want the stale entry", uri(i), text, ttl)
+		}
+	}
+	if n := o.logCount("stale"); n > 1 {
+		t.Errorf("30 stale reads logged %d lines:\n%s", n, o.Logs.String())
+	}
+	fams := scrapeFamilies(t, o.Admin+"/metrics")
+	if v, _ := sample(fams, "manifold_cache_stale_served_total", "upstream", "a"); v < 30 {
+		t.Errorf("manifold_cache_stale_served_total = %v, want at least 30", v)
+	}
+}

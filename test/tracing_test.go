@@ -55,7 +55,15 @@ func (r *otlpReceiver) Export(_ context.Context, req *coltracepb.ExportTraceServ
 
 func startOTLPHTTP(t testing.TB) *otlpReceiver {
 	r := &otlpReceiver{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	srv := httptest.NewServer(r.handler())
+	t.Cleanup(srv.Close)
+	r.Endpoint = srv.URL
+	return r
+}
+
+// handler is the receiver's OTLP/HTTP endpoint.
+func (r *otlpReceiver) handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodPost || req.URL.Path != "/v1/traces" || req.Header.Get("Content-Type") != "application/x-protobuf" {
 			http.Error(w, "not an OTLP/HTTP protobuf export", http.StatusBadRequest)
 			return
@@ -79,10 +87,7 @@ func startOTLPHTTP(t testing.TB) *otlpReceiver {
 		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		_, _ = w.Write(out)
-	}))
-	t.Cleanup(srv.Close)
-	r.Endpoint = srv.URL
-	return r
+	})
 }
 
 func startOTLPGRPC(t *testing.T) *otlpReceiver {

@@ -18,6 +18,7 @@ import (
 // shownUpstream is one upstream row as the browser renders it.
 type shownUpstream struct {
 	State, Transport, Era, P50, Calls, Memory, LastError string
+	Faded                                                bool // the last error drawn as past
 }
 
 // shownPage is what the admin page shows, read from the rendered DOM.
@@ -35,7 +36,8 @@ const readPage = `(() => {
   for (const tr of document.querySelectorAll("tr[data-upstream]")) {
     const c = (cls) => t(tr.querySelector("td." + cls));
     ups[tr.dataset.upstream] = {State: c("state"), Transport: c("transport"), Era: c("protocol"),
-      P50: c("p50"), Calls: c("rate"), Memory: c("memory"), LastError: c("err")};
+      P50: c("p50"), Calls: c("rate"), Memory: c("memory"), LastError: c("err"),
+      Faded: parseFloat(getComputedStyle(tr.querySelector("td.err")).opacity) < 1};
   }
   const tr = document.querySelector("tr[data-upstream]");
   return {Ready: t(document.getElementById("ready")), Redis: t(document.getElementById("redis")),
@@ -81,6 +83,9 @@ func TestAdminPageInBrowser(t *testing.T) {
 	if !strings.Contains(crm.LastError, "refused") || crm.Era != "–" {
 		t.Errorf("legacy-crm row should show why it is down and no era: %+v", crm)
 	}
+	if !strings.Contains(crm.LastError, "s ago") || crm.Faded {
+		t.Errorf("legacy-crm's error should say when it happened, and stand out while it is down: %+v", crm)
+	}
 	if page.Redis != "in use" || !strings.Contains(page.RedisDetail, "breaker closed") {
 		t.Errorf("Redis shown as %q (%q)", page.Redis, page.RedisDetail)
 	}
@@ -91,7 +96,11 @@ func TestAdminPageInBrowser(t *testing.T) {
 		return p.Upstreams["files"].State == "down" && p.Ready == "not ready"
 	})
 	a.up()
-	waitShown(t, ctx, func(p shownPage) bool { return p.Upstreams["files"].State == "ready" && p.Ready == "ready" })
+	// Recovered: the error stays, with when it happened, faded.
+	waitShown(t, ctx, func(p shownPage) bool {
+		f := p.Upstreams["files"]
+		return f.State == "ready" && p.Ready == "ready" && strings.Contains(f.LastError, "ago") && strings.Contains(f.LastError, "recovered") && f.Faded
+	})
 
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844)); err != nil {
 		t.Fatal(err)

@@ -249,6 +249,9 @@ func runChild(kind string) int {
 	if variant == "sdk-asks" {
 		return runStdio(askingServer(name))
 	}
+	if variant == "crashy" {
+		return runCrashy(name)
+	}
 	if variant == "sdk-legacy-notfound" {
 		mcp.CodeResourceNotFound = -32002 //nolint:staticcheck // the legacy code, on purpose
 	}

@@ -25,9 +25,10 @@ const (
 // autoConn is WireAuto: Streamable HTTP until negotiation finds that the
 // server speaks only HTTP+SSE, then HTTP+SSE for the upstream's life.
 type autoConn struct {
-	o     Options
-	log   *slog.Logger
-	onMsg onMessage
+	o      Options
+	log    *slog.Logger
+	onMsg  onMessage
+	health *health
 
 	mu     sync.Mutex
 	cur    conn      // http, or the HTTP+SSE fallback
@@ -38,9 +39,9 @@ type autoConn struct {
 // onSSE reports whether the fallback is in use; called with mu held.
 func (a *autoConn) onSSE() bool { return a.cur != conn(a.http) }
 
-func newAutoConn(o Options, log *slog.Logger, onMsg onMessage) *autoConn {
+func newAutoConn(o Options, log *slog.Logger, onMsg onMessage, health *health) *autoConn {
 	h := newHTTPConn(o, onMsg)
-	return &autoConn{o: o, log: log, onMsg: onMsg, cur: h, http: h}
+	return &autoConn{o: o, log: log, onMsg: onMsg, health: health, cur: h, http: h}
 }
 
 func (a *autoConn) c() conn {
@@ -64,7 +65,7 @@ func (a *autoConn) fallBack() bool {
 	if a.onSSE() || a.closed {
 		return false
 	}
-	c, err := newSSEConn(a.o, a.log, a.onMsg)
+	c, err := newSSEConn(a.o, a.log, a.onMsg, a.health)
 	if err != nil {
 		return false
 	}

@@ -124,7 +124,7 @@ func Unreachable(err error) bool {
 		return true
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return true
-	case errors.Is(err, errSessionGone), errors.Is(err, errProcessExited), errors.Is(err, errRestarting),
+	case errors.Is(err, errSessionGone), errors.Is(err, errProcessExited), errors.Is(err, errRestarting), errors.Is(err, errNotStarted),
 		errors.Is(err, errStreamClosed), errors.Is(err, errNoEndpoint):
 		return true
 	case errors.Is(err, os.ErrClosed): // a dead child's stdin

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/manifold-mcp/manifold/internal/outage"
 )
 
 // State is an upstream's condition as Manifold last saw it.
@@ -37,28 +39,22 @@ type Status struct {
 }
 
 // health follows one upstream's outcomes. Its log is a summary, not a line
-// per failed request: one line when the upstream starts failing, at most
-// one per summaryEvery while it goes on (with a count), one when it
-// recovers. An outage at hundreds of requests a second costs a few lines.
+// per failed request (internal/outage): one line when the upstream starts
+// failing, at most one per summaryEvery while it goes on (with a count),
+// one when it recovers. An outage at hundreds of requests a second costs a
+// few lines, and so does a stdio child in a crash loop, whose exits are
+// failures of the upstream like any other (stdio.go).
 type health struct {
-	log      *slog.Logger
 	now      func() time.Time
 	onChange func(State) // told of each change of state, outside the lock
+	episode  *outage.Summary
 
 	mu        sync.Mutex
 	state     State
 	lastErr   string
 	lastErrAt time.Time
-	// The failing episode: when it began, failures since, when the last
-	// summary was written and the last failure seen.
-	failing     bool
-	settling    bool // a check for the episode's end is scheduled
-	since       time.Time
-	failures    int
-	reportedAt  time.Time
-	lastFailure time.Time
-	samples     [sampleRing]sample
-	next        int
+	samples   [sampleRing]sample
+	next      int
 }
 
 type sample struct {
@@ -68,18 +64,21 @@ type sample struct {
 
 const (
 	// summaryEvery spaces the lines of one failing episode.
-	summaryEvery = 10 * time.Second
+	summaryEvery = outage.DefaultEvery
 	// recoveredAfter is how long a success must follow the last failure
 	// to end an episode: a flapping upstream is one episode, not a line
 	// per flip.
-	recoveredAfter = time.Second
+	recoveredAfter = outage.DefaultSettle
 	// sampleRing holds the latest calls, for quantiles and rate.
 	sampleRing = 512
 	window     = time.Minute
 )
 
 func newHealth(log *slog.Logger, onChange func(State)) *health {
-	return &health{log: log, now: time.Now, onChange: onChange}
+	h := &health{now: time.Now, onChange: onChange}
+	h.episode = &outage.Summary{Log: log, Subject: "upstream", Every: summaryEvery, Settle: recoveredAfter,
+		Now: func() time.Time { return h.now() }}
+	return h
 }
 
 // set moves to state s, and reports whether that is a change; h.mu is held.
@@ -97,9 +96,7 @@ func (h *health) observe(d time.Duration, err error) {
 	h.outcome(err)
 }
 
-// success records a contact that worked. An episode ends once a success
-// has followed the last failure by recoveredAfter: at once if it has, or
-// when a check scheduled for then finds no failure since.
+// success records a contact that worked.
 func (h *health) success() {
 	h.mu.Lock()
 	h.outcome(nil)
@@ -112,6 +109,11 @@ func (h *health) failure(err error) {
 	h.outcome(err)
 }
 
+// failing reports whether a failing episode is under way: what a
+// transport then does again and again (restart a child, reopen a stream)
+// is counted in its summary, not logged each time.
+func (h *health) failing() bool { return h.episode.Failing() }
+
 // outcome records a contact's result; h.mu is held, and released before
 // onChange is told of a change of state.
 func (h *health) outcome(err error) {
@@ -119,54 +121,20 @@ func (h *health) outcome(err error) {
 	st := Ready
 	if err == nil {
 		changed = h.set(Ready)
-		h.settle()
 	} else {
 		st = Down
 		changed = Unreachable(err) && h.set(Down)
-		h.record(err)
+		h.lastErr, h.lastErrAt = err.Error(), h.now()
 	}
+	state := h.state.String()
 	h.mu.Unlock()
+	if err == nil {
+		h.episode.Success()
+	} else {
+		h.episode.Failure(err, "state", state)
+	}
 	if changed {
 		h.onChange(st)
-	}
-}
-
-// settle ends the failing episode if it is over, or checks again later;
-// h.mu is held.
-func (h *health) settle() {
-	if !h.failing || h.state != Ready {
-		return
-	}
-	now := h.now()
-	if now.Sub(h.lastFailure) >= recoveredAfter {
-		h.failing = false
-		h.log.Info("upstream recovered", "after", now.Sub(h.since).Round(time.Millisecond), "failures", h.failures)
-		return
-	}
-	if !h.settling {
-		h.settling = true
-		time.AfterFunc(recoveredAfter, func() {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.settling = false
-			h.settle()
-		})
-	}
-}
-
-// record notes a failure and logs the episode's summary; h.mu is held.
-func (h *health) record(err error) {
-	now := h.now()
-	h.lastErr, h.lastErrAt, h.lastFailure = err.Error(), now, now
-	if !h.failing {
-		h.failing, h.since, h.failures, h.reportedAt = true, now, 1, now
-		h.log.Warn("upstream failing", "state", h.state.String(), "err", err)
-		return
-	}
-	h.failures++
-	if now.Sub(h.reportedAt) >= summaryEvery {
-		h.reportedAt = now
-		h.log.Warn("upstream still failing", "state", h.state.String(), "failures", h.failures, "for", now.Sub(h.since).Round(time.Second), "lastErr", err)
 	}
 }
 

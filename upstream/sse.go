@@ -38,6 +38,7 @@ type sseConn struct {
 	onMsg  onMessage
 	base   *url.URL
 	client *http.Client
+	health *health
 
 	sup           supervisor[*sseStream]
 	unknown       atomic.Int64 // answers to no call in flight
@@ -65,21 +66,23 @@ var errNoEndpoint = errors.New("no endpoint event")
 // errStreamClosed: the stream ended with the call in flight.
 var errStreamClosed = errors.New("SSE stream closed before answering")
 
-func newSSEConn(o Options, log *slog.Logger, onMsg onMessage) (*sseConn, error) {
+func newSSEConn(o Options, log *slog.Logger, onMsg onMessage, h *health) (*sseConn, error) {
 	base, err := url.Parse(o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
-	c := &sseConn{o: o, log: log, onMsg: onMsg, base: base, client: httpClient(o)}
+	c := &sseConn{o: o, log: log, onMsg: onMsg, base: base, client: httpClient(o), health: h}
+	// A stream that will not open or that drops is a failure of the
+	// upstream's, summarized with its calls' (health.go).
 	c.sup = supervisor[*sseStream]{
 		open:  c.open,
 		ended: func(s *sseStream) <-chan struct{} { return s.exited },
 		stop:  func(s *sseStream) { s.cancel(); <-s.exited },
 		failed: func(_ uint64, err error) {
-			c.log.Warn("upstream SSE stream failed to open", "err", err)
+			c.health.failure(fmt.Errorf("SSE stream did not open: %w", err))
 		},
 		lost: func(s *sseStream, _ time.Duration) {
-			c.log.Warn("upstream SSE stream ended; reconnecting", "generation", s.gen)
+			c.health.failure(fmt.Errorf("SSE stream %d ended; reconnecting: %w", s.gen, errStreamClosed))
 		},
 		down: errStreamClosed,
 	}
@@ -108,7 +111,9 @@ func (c *sseConn) open(gen uint64) (*sseStream, error) {
 		return nil, err
 	}
 	s := &sseStream{gen: gen, endpoint: endpoint, cancel: cancel, pending: map[string]*pendingCall{}, exited: make(chan struct{})}
-	c.log.Info("upstream SSE stream open", "generation", gen, "endpoint", endpoint)
+	if !c.health.failing() {
+		c.log.Info("upstream SSE stream open", "generation", gen, "endpoint", endpoint)
+	}
 	go func() {
 		c.readLoop(s, rd)
 		cancel()

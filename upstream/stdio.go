@@ -31,10 +31,11 @@ const stopGrace = 2 * time.Second
 // start is a new generation, so sessions negotiated with a dead process are
 // recognised as gone.
 type stdioConn struct {
-	o     Options
-	log   *slog.Logger
-	onMsg onMessage
-	sup   supervisor[*process]
+	o      Options
+	log    *slog.Logger
+	onMsg  onMessage
+	health *health
+	sup    supervisor[*process]
 }
 
 // errProcessExited: the child died with the call in flight.
@@ -56,6 +57,14 @@ type process struct {
 	listens map[string]*listening // subscriptions/listen in flight, by request id
 
 	exited chan struct{} // closed once stdout is drained and the child reaped
+
+	said string // the latest line on stderr, under pmu
+}
+
+func (p *process) lastWords() string {
+	p.pmu.Lock()
+	defer p.pmu.Unlock()
+	return p.said
 }
 
 type listening struct {
@@ -67,26 +76,50 @@ type pendingCall struct {
 	reply chan *jsonrpc.Message
 }
 
-func newStdioConn(o Options, log *slog.Logger, onMsg onMessage) (*stdioConn, error) {
+func newStdioConn(o Options, log *slog.Logger, onMsg onMessage, h *health) (*stdioConn, error) {
 	if _, err := exec.LookPath(o.Command[0]); err != nil {
 		return nil, fmt.Errorf("command: %w", err)
 	}
-	c := &stdioConn{o: o, log: log, onMsg: onMsg}
+	c := &stdioConn{o: o, log: log, onMsg: onMsg, health: h}
+	// A child that will not start or that exits is a failure of the
+	// upstream's: the health record's summary logs the first and counts
+	// the rest, so a crash loop costs a few lines, not a few per restart.
 	c.sup = supervisor[*process]{
 		open:  c.start,
 		ended: func(p *process) <-chan struct{} { return p.exited },
 		stop:  c.terminate,
 		failed: func(_ uint64, err error) {
-			c.log.Error("upstream process failed to start", "err", err)
+			c.health.failure(fmt.Errorf("%w: %w", errNotStarted, err))
 		},
 		lost: func(p *process, ran time.Duration) {
-			c.log.Warn("upstream process exited; restarting", "pid", p.cmd.Process.Pid, "state", p.cmd.ProcessState.String(), "ran", ran.Round(time.Millisecond))
+			c.health.failure(&exitError{pid: p.cmd.Process.Pid, state: p.cmd.ProcessState.String(), ran: ran, lastWords: p.lastWords()})
 		},
 		down: errRestarting,
 	}
 	c.sup.start()
 	return c, nil
 }
+
+// exitError is a child's exit, which the supervisor answers with a restart.
+type exitError struct {
+	pid       int
+	state     string
+	ran       time.Duration
+	lastWords string // its last line on stderr
+}
+
+func (e *exitError) Error() string {
+	msg := fmt.Sprintf("process %d exited (%s) after %v; restarting", e.pid, e.state, e.ran.Round(time.Millisecond))
+	if e.lastWords != "" {
+		msg += fmt.Sprintf("; its last words: %q", e.lastWords)
+	}
+	return msg
+}
+
+func (e *exitError) Unwrap() error { return errProcessExited }
+
+// errNotStarted: the child could not be started (its program cannot run).
+var errNotStarted = errors.New("process failed to start")
 
 // passedEnv are the variables of Manifold's environment a child gets
 // without inherit_env: what a program needs to find others, its home,
@@ -122,13 +155,15 @@ func (c *stdioConn) start(gen uint64) (*process, error) {
 		return nil, err
 	}
 	p := &process{gen: gen, cmd: cmd, stdin: stdin, pending: map[string]*pendingCall{}, listens: map[string]*listening{}, exited: make(chan struct{})}
-	c.log.Info("upstream process started", "pid", cmd.Process.Pid, "generation", gen)
+	if !c.health.failing() {
+		c.log.Info("upstream process started", "pid", cmd.Process.Pid, "generation", gen)
+	}
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
 		c.readLoop(p, stdout)
 	}()
-	go c.logStderr(stderr)
+	go c.logStderr(p, stderr)
 	go func() {
 		_ = cmd.Wait()
 		// Let stdout drain what the child wrote before it died, then stop
@@ -183,13 +218,20 @@ func startPiped(cmd *exec.Cmd) (stdin, stdout, stderr *os.File, err error) {
 	return ours[0], ours[1], ours[2], nil
 }
 
-// logStderr copies the child's stderr to the log, a line an entry.
-func (c *stdioConn) logStderr(r io.Reader) {
+// logStderr copies the child's stderr to the log, a line an entry, but
+// while the upstream is failing: then a child in a crash loop would say the
+// same at each restart, and its latest line goes with the summary instead.
+func (c *stdioConn) logStderr(p *process, r io.Reader) {
 	br := bufio.NewReaderSize(r, 4096)
 	for {
 		line, err := readLine(br, 8<<10)
 		if len(line) > 0 {
-			c.log.Info("upstream stderr", "line", string(line))
+			p.pmu.Lock()
+			p.said = string(line[:min(len(line), 512)])
+			p.pmu.Unlock()
+			if !c.health.failing() {
+				c.log.Info("upstream stderr", "line", string(line))
+			}
 		}
 		if err != nil {
 			return

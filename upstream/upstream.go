@@ -31,7 +31,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
@@ -142,12 +141,16 @@ type Options struct {
 	Observe func(method string, d time.Duration, err error)
 	// OnState, if set, is told of each change of the upstream's State.
 	OnState func(upstream string, st State)
+	// ProbeInterval is how often the server is asked, while it is down,
+	// whether it is back (0: only when a call or the watch asks).
+	ProbeInterval time.Duration
 }
 
 // Upstream is a client for one configured server. It is safe for
 // concurrent use.
 type Upstream struct {
 	o        Options
+	peer     []attribute.KeyValue // where the server is, for its spans
 	log      *slog.Logger
 	info     json.RawMessage // o.ClientInfo, encoded once: it goes in every modern call
 	conn     conn
@@ -193,23 +196,24 @@ func New(o Options) (*Upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client info: %w", err)
 	}
-	u := &Upstream{o: o, log: o.Logger.With("upstream", o.Name), info: info}
+	u := &Upstream{o: o, log: o.Logger.With("upstream", o.Name), info: info, peer: peerAttributes(o)}
 	u.health = newHealth(u.log, func(st State) {
 		if o.OnState != nil {
 			o.OnState(o.Name, st)
 		}
 	})
 	u.w.changed = make(chan struct{}, 1)
+	u.w.wake = make(chan struct{}, 1)
 	u.w.up = make(chan struct{})
 	switch {
 	case len(o.Command) > 0:
-		u.conn, err = newStdioConn(o, u.log, u.onServerMessage)
+		u.conn, err = newStdioConn(o, u.log, u.onServerMessage, u.health)
 	case o.Wire == WireHTTP:
 		u.conn = newHTTPConn(o, u.onServerMessage)
 	case o.Wire == WireSSE:
-		u.conn, err = newSSEConn(o, u.log, u.onServerMessage)
+		u.conn, err = newSSEConn(o, u.log, u.onServerMessage, u.health)
 	default:
-		u.conn = newAutoConn(o, u.log, u.onServerMessage)
+		u.conn = newAutoConn(o, u.log, u.onServerMessage, u.health)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", o.Name, err)
@@ -338,15 +342,16 @@ var (
 // hook learn of every exchange but those the caller abandoned, which say
 // nothing of the server.
 func (u *Upstream) timedExchange(ctx context.Context, s *session, req *mcp.Request) (*reply, error) {
-	ctx, span := tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("mcp.method.name", req.Method),
-		attribute.String("manifold.upstream", u.o.Name),
-		attribute.String("mcp.protocol.version", s.Version)))
+	ctx, span := tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
+	recording := span.IsRecording()
+	if recording {
+		u.describeCall(span, s, req)
+	}
 	start := time.Now()
 	msg, err := u.exchange(ctx, s, req)
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
+	if recording {
+		describeReply(span, req.Method, msg, err)
 	}
 	if errors.Is(err, context.Canceled) {
 		return msg, err
@@ -763,7 +768,8 @@ func answerOf(ctx context.Context, q *jsonrpc.Message, ask mcp.Ask) *jsonrpc.Mes
 
 // StartWatching keeps a subscription on the upstream from now until Close:
 // list changes always, and the URIs given to Watch. Events go to
-// Options.OnEvent.
+// Options.OnEvent. While the server is down it is also probed, every
+// Options.ProbeInterval (probe.go).
 func (u *Upstream) StartWatching() {
 	if u.o.PerPrincipal {
 		return // no caller to watch as
@@ -771,9 +777,12 @@ func (u *Upstream) StartWatching() {
 	ctx, cancel := context.WithCancel(context.Background())
 	u.stopWatch = cancel
 	u.watchDone = make(chan struct{})
+	var loops sync.WaitGroup
+	loops.Go(func() { u.watchLoop(ctx) })
+	loops.Go(func() { u.probeLoop(ctx) })
 	go func() {
-		defer close(u.watchDone)
-		u.watchLoop(ctx)
+		loops.Wait()
+		close(u.watchDone)
 	}()
 }
 

@@ -57,6 +57,7 @@ type watch struct {
 	have    uint64        // the version the upstream subscription carries
 	up      chan struct{} // closed, and replaced, when have moves
 	changed chan struct{} // signalled when uris changes
+	wake    chan struct{} // signalled when a probe found the server back
 	dropped bool          // a watch was up and went down: the next one reports Missed
 }
 
@@ -192,6 +193,7 @@ func (u *Upstream) watchLoop(ctx context.Context) {
 		}
 		select {
 		case <-time.After(rand.N(delay) + delay/2):
+		case <-u.w.wake:
 		case <-ctx.Done():
 			return
 		}
@@ -316,7 +318,15 @@ func (u *Upstream) watchModern(ctx context.Context, s *session) error {
 			// second stream would only open a gap in which an update
 			// reaches the stream being closed.
 			u.established(v)
-		} else if next, err := u.replaceListen(ctx, s, cur, f); err != nil && cur == nil {
+		} else if next, err := u.replaceListen(ctx, s, cur, f); ctx.Err() != nil {
+			// Closing: what failed, if anything, was the watch being
+			// stopped, not the upstream. The stream kept is closed on the
+			// way out.
+			if err == nil {
+				cur = next
+			}
+			return nil
+		} else if err != nil && cur == nil {
 			return err
 		} else if err != nil {
 			// The change could not be made; the stream that works stays,

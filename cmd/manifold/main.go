@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -177,10 +178,12 @@ func runProcess(name string, args []string, stdout, stderr io.Writer, serveWith 
 	if !ok {
 		return code
 	}
+	// The console exporter's spans and the log share stderr, a line each.
+	stderr = &lineWriter{w: stderr}
 	log := newLogger(cfg.Log, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	stopTracing, err := telemetry.Start(ctx, mcp.BuildVersion, log)
+	stopTracing, err := telemetry.Start(ctx, mcp.BuildVersion, log, stderr)
 	if err != nil {
 		log.Error("startup failed", "err", err)
 		return 1
@@ -193,6 +196,19 @@ func runProcess(name string, args []string, stdout, stderr io.Writer, serveWith 
 	}
 	go reloadOnHangup(ctx, p, log)
 	return serveWith(ctx, p, cfg, log)
+}
+
+// lineWriter serializes the writes of several writers (the log, the
+// console's spans), each a whole line, so that none lands inside another.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // reloadOnHangup reloads the configuration on each SIGHUP until ctx ends.
@@ -278,7 +294,11 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(stderr, "%s: warning: %s\n", cfg.File, w)
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d upstreams)\n", cfg.File, len(cfg.Upstreams))
+	noun := "upstreams"
+	if len(cfg.Upstreams) == 1 {
+		noun = "upstream"
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d %s)\n", cfg.File, len(cfg.Upstreams), noun)
 	return 0
 }
 

@@ -61,7 +61,9 @@ type Config struct {
 	// Audit writes one line per request.
 	Audit Audit `yaml:"audit"`
 	// Limits bounds request rates.
-	Limits    Limits     `yaml:"limits"`
+	Limits Limits `yaml:"limits"`
+	// Health configures how upstreams' health is followed.
+	Health    Health     `yaml:"health"`
 	Upstreams []Upstream `yaml:"upstreams"`
 	// Endpoints are curated MCP endpoints beside /mcp, each serving a view
 	// of the upstreams.
@@ -103,6 +105,14 @@ type Subscriptions struct {
 	// MaxBytes bounds the memory all open streams may hold together, what
 	// they name and what may queue for them; past it a listen is refused.
 	MaxBytes ByteSize `yaml:"max_bytes"`
+}
+
+// Health is how Manifold follows its upstreams' health.
+type Health struct {
+	// ProbeInterval is how often an upstream that is down is asked
+	// whether it is back, traffic or not: readiness follows its return
+	// within this long.
+	ProbeInterval time.Duration `yaml:"probe_interval"`
 }
 
 // Audit is the audit log: File is a path, "stderr", or empty (off).
@@ -425,7 +435,7 @@ func Load(path string) (*Config, error) {
 		problems = report(problems, cfg.checkFiles())
 	}
 	if len(problems) > 0 {
-		return nil, &Error{File: path, Problems: problems}
+		return nil, &Error{File: path, Problems: inFileOrder(data, problems)}
 	}
 	cfg.File = path
 	return cfg, nil
@@ -437,7 +447,7 @@ func Load(path string) (*Config, error) {
 func Parse(data []byte, lookup func(string) (string, bool)) (*Config, []Problem) {
 	cfg, problems := parse(data, lookup)
 	if len(problems) > 0 {
-		return nil, problems
+		return nil, inFileOrder(data, problems)
 	}
 	return cfg, nil
 }

@@ -47,7 +47,7 @@ func TestParseProblemsNamePaths(t *testing.T) {
 		{"upstreams: [{name: a, url: http://x/mcp, extra: 1}]", "upstreams[0].extra: unknown key"},
 		{"upstreams: [{name: a, url: http://x/mcp, tls: {ca_fil: x}}]", `upstreams[0].tls.ca_fil: unknown key (did you mean "ca_file"?)`},
 		{"upstreams: [{name: a, url: http://x/mcp, timeout: forever}]", "upstreams[0].timeout:"},
-		{"upstreams: [{name: a, url: http://x/mcp, max_response_bytes: 10XB}]", "upstreams[0].max_response_bytes: invalid size"},
+		{"upstreams: [{name: a, url: http://x/mcp, max_response_bytes: 10XB}]", `upstreams[0].max_response_bytes: "10XB" is not a size`},
 		{"upstreams: {name: a}", "upstreams: must be a list"},
 		{"upstreams: []", "upstreams: at least one upstream is required"},
 		{"upstreams: [{name: -a, url: http://x/mcp}]", "upstreams[0].name:"},
@@ -75,6 +75,7 @@ func TestParseProblemsNamePaths(t *testing.T) {
 		{"upstreams: [{name: a, url: http://x/mcp, oauth: {mode: client_credentials}}]", "upstreams[0].oauth.client_id: is required with mode client_credentials"},
 		{"upstreams: [{name: a, url: http://x/mcp, oauth: {mode: device}}]", "upstreams[0].oauth.mode: must be user or client_credentials"},
 		{"upstreams: [{name: a, url: http://x/mcp, forward_headers: [authorization], oauth: {mode: client_credentials, client_id: c, client_secret: s}}]", "upstreams[0].forward_headers: must not forward Authorization to an OAuth upstream"},
+		{"health: {probe_interval: 10ms}\nupstreams: [{name: a, url: http://x/mcp}]", "health.probe_interval: must be between 100ms and 5m"},
 		{"", "the file is empty"},
 		{"listen: [", "not valid YAML"},
 	} {
@@ -145,5 +146,56 @@ func TestFiltersAndNameWarnings(t *testing.T) {
 	}
 	if cfg.Upstreams[0].CallTimeout != DefaultCallTimeout {
 		t.Errorf("call_timeout default %v", cfg.Upstreams[0].CallTimeout)
+	}
+}
+
+// A value of the wrong type is told in a user's words, naming what it
+// should have been, never Go's or YAML's types; and the problems come in
+// the order of the file, whichever pass found them.
+func TestProblemsInWordsAndFileOrder(t *testing.T) {
+	_, problems := Parse([]byte(`max_request_bytes: lots
+cache:
+  max_ttl: forever
+subscriptions:
+  max_streams: many
+  keepalive: 5
+upstreams:
+  - name: a
+    url: http://127.0.0.1:1/mcp
+    required: maybe
+    timeout: 1.5
+  - name: ""
+    url: notaurl
+namespace: weird
+limits: {per_principal: {rate: fast}}
+`), env(nil))
+	want := []string{
+		`max_request_bytes: "lots" is not a size`,
+		`cache.max_ttl: "forever" is not a duration`,
+		`subscriptions.max_streams: "many" is not a whole number`,
+		`subscriptions.keepalive: 5 is not a duration`,
+		`upstreams[0].required: "maybe" is not true or false`,
+		`upstreams[0].timeout: 1.5 is not a duration`,
+		`upstreams[1].name: is required`,
+		`upstreams[1].url: must be an absolute`,
+		`namespace: must be "prefix" or "none"`,
+		`limits.per_principal.rate: "fast" is not a number`,
+	}
+	var got []string
+	for _, p := range problems {
+		got = append(got, p.String())
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d problems, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("problem %d is %q, want it to start %q; all:\n%s", i, got[i], want[i], strings.Join(got, "\n"))
+		}
+		for _, jargon := range []string{"unmarshal", "!!", "time.Duration", "int64", "float64"} {
+			if strings.Contains(got[i], jargon) {
+				t.Errorf("problem %q speaks of %q", got[i], jargon)
+			}
+		}
 	}
 }

@@ -133,11 +133,7 @@ func checkLeaf(n *yaml.Node, t reflect.Type, path string, problems *[]Problem) {
 		return
 	}
 	if err := n.Decode(reflect.New(t).Interface()); err != nil {
-		msg := err.Error()
-		if i := strings.LastIndex(msg, ": "); i >= 0 && strings.Contains(msg, "line ") {
-			msg = msg[i+2:]
-		}
-		*problems = append(*problems, Problem{Path: path, Message: msg})
+		*problems = append(*problems, Problem{Path: path, Message: notA(n, t, err)})
 		drop(n)
 	}
 }

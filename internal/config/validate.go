@@ -42,7 +42,7 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || v < 0 || v > (1<<62)/mult {
-		return fmt.Errorf("invalid size %q (want bytes, or a number with KiB, MiB or GiB)", n.Value)
+		return fmt.Errorf("%q is not a size (bytes, or a number with KiB, MiB or GiB)", n.Value)
 	}
 	*b = ByteSize(v * mult)
 	return nil
@@ -73,6 +73,7 @@ const (
 	DefaultRedisPrefix      = "manifold:"
 	DefaultBreakerFailures  = 5
 	DefaultBreakerCooldown  = 5 * time.Second
+	DefaultProbeInterval    = 3 * time.Second
 )
 
 func (c *Config) applyDefaults() {
@@ -98,6 +99,7 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Sessions.MaxPerPrincipal, min(100, max(1, c.Sessions.Max/10)))
 	setDefault(&c.Auth.JWT.Leeway, 30*time.Second)
 	setDefault(&c.Audit.Format, "json")
+	setDefault(&c.Health.ProbeInterval, DefaultProbeInterval)
 	for _, l := range []*RateLimit{&c.Limits.PerPrincipal, &c.Limits.PerUpstream} {
 		setDefault(&l.Burst, int(math.Ceil(l.Rate)))
 	}
@@ -176,6 +178,7 @@ func (c *Config) validate() []Problem {
 	c.validateLimits(&ps)
 	ps = append(ps, c.Cache.validate()...)
 	c.Subscriptions.validate(&ps)
+	c.Health.validate(&ps)
 	if c.Sessions.IdleTimeout < time.Second {
 		ps.add("sessions.idle_timeout", "must be at least 1s")
 	}
@@ -254,6 +257,12 @@ func (c *Config) validateLimits(ps *problems) {
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		ps.add("log.format", "must be text or json, not %q", c.Log.Format)
+	}
+}
+
+func (h *Health) validate(ps *problems) {
+	if h.ProbeInterval < 100*time.Millisecond || h.ProbeInterval > 5*time.Minute {
+		ps.add("health.probe_interval", "must be between 100ms and 5m")
 	}
 }
 

@@ -71,6 +71,11 @@ const (
 // with -32601.
 var Removed = []string{MethodInitialize, MethodPing, MethodSetLevel, MethodSubscribe, MethodUnsubscribe, NotifyRootsListChanged}
 
+// SessionMethods are the requests of the legacy revisions that a session
+// answers itself, outside the method table: Manifold serves them for its
+// legacy callers, and counts them as it counts the others.
+var SessionMethods = []string{MethodInitialize, MethodPing, MethodSetLevel, MethodSubscribe, MethodUnsubscribe}
+
 // `_meta` keys.
 const (
 	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"

@@ -67,7 +67,7 @@ func (s *Server) Restart() {
 		_ = s.cmd.Wait()
 	}
 	_, port, _ := net.SplitHostPort(s.Addr)
-	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning", "--enable-debug-command", "local")
+	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning", "--enable-debug-command", "local", "--dir", s.Dir)
 	s.cmd.Dir = s.Dir
 	if err := s.cmd.Start(); err != nil {
 		s.t.Errorf("start redis-server: %v", err)
@@ -272,8 +272,15 @@ func StartSentinel(t testing.TB) *Sentinel {
 	return s
 }
 
+// start runs one process of the set in a folder of its own: a replica's
+// first sync writes the master's dump there, never in the checkout.
 func (s *Sentinel) start(args ...string) {
+	dir := s.t.TempDir()
+	if args[len(args)-1] != "--sentinel" {
+		args = append(args, "--dir", dir)
+	}
 	cmd := exec.Command("redis-server", args...)
+	cmd.Dir = dir
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server %v: %v", args, err)
 	}

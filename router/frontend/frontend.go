@@ -51,6 +51,12 @@ type KeepAliver interface {
 type Options struct {
 	// Handler answers every request that is not a stream.
 	Handler router.Handler
+	// Links are what Handler is wrapped in (tracing, metrics, the audit
+	// log), put around the requests the dispatcher answers itself too: a
+	// listen up to its acknowledgment, a legacy session's initialize, ping,
+	// logging/setLevel and resources/(un)subscribe. Every request is then
+	// traced, counted and audited alike.
+	Links []router.Link
 	// Hub serves subscriptions/listen; without it the method is unknown.
 	Hub *hub.Hub
 	// Capabilities is what Manifold serves, for a legacy initialize.
@@ -168,6 +174,13 @@ func (d *Dispatcher) handle(ctx context.Context, req *mcp.Request, w Writer) (js
 func (d *Dispatcher) run(ctx context.Context, req *mcp.Request) (res json.RawMessage, err error) {
 	defer panics.Recover(&err)
 	return d.o.Handler.Handle(ctx, req)
+}
+
+// local runs answer, a request the dispatcher answers itself, inside
+// Links, with panics contained as in run.
+func (d *Dispatcher) local(ctx context.Context, req *mcp.Request, answer router.HandlerFunc) (res json.RawMessage, err error) {
+	defer panics.Recover(&err)
+	return router.Chain(answer, d.o.Links...).Handle(ctx, req)
 }
 
 // answerable turns a handler's error into what the caller may see: a

@@ -89,8 +89,24 @@ func (l *Legacy) Initialize(ctx context.Context, msg *jsonrpc.Message) (*session
 	return s, res, rpcErr
 }
 
-// initialize is Initialize, with the HTTP status of a refusal.
-func (l *Legacy) initialize(ctx context.Context, msg *jsonrpc.Message) (*session.Session, json.RawMessage, *jsonrpc.Error, int) {
+// initialize is Initialize, with the HTTP status of a refusal, inside the
+// dispatcher's links as any request.
+func (l *Legacy) initialize(ctx context.Context, msg *jsonrpc.Message) (s *session.Session, res json.RawMessage, rpcErr *jsonrpc.Error, status int) {
+	_, err := l.d.local(ctx, &mcp.Request{Method: mcp.MethodInitialize}, func(ctx context.Context, _ *mcp.Request) (json.RawMessage, error) {
+		s, res, rpcErr, status = l.hello(ctx, msg)
+		if rpcErr != nil {
+			return nil, rpcErr
+		}
+		return res, nil
+	})
+	if err != nil && rpcErr == nil { // a panic, contained
+		return nil, nil, l.d.answerable(mcp.MethodInitialize, err), http.StatusInternalServerError
+	}
+	return s, res, rpcErr, status
+}
+
+// hello opens the session an initialize asks for.
+func (l *Legacy) hello(ctx context.Context, msg *jsonrpc.Message) (*session.Session, json.RawMessage, *jsonrpc.Error, int) {
 	h, rpcErr := parseHello(msg, Negotiable, Negotiable[0])
 	if rpcErr != nil {
 		return nil, nil, rpcErr, http.StatusBadRequest
@@ -264,7 +280,7 @@ func (l *Legacy) toCaller(ctx context.Context, id string, msg []byte) error {
 // are configured to receive from it, and its credentials key the caller's
 // private cache entries, as for any modern request.
 func (l *Legacy) Serve(ctx context.Context, s *session.Session, msg *jsonrpc.Message, header http.Header, w Writer) {
-	ctx, cancel := context.WithCancel(router.WithSession(ctx, s.ID))
+	ctx, cancel := context.WithCancel(router.WithSession(ctx, s.ID, s.Version))
 	key := s.ID + "\x00" + string(msg.ID)
 	l.mu.Lock()
 	l.inflight[key] = cancel
@@ -285,12 +301,8 @@ func (l *Legacy) Serve(ctx context.Context, s *session.Session, msg *jsonrpc.Mes
 
 func (l *Legacy) serve(ctx context.Context, s *session.Session, msg *jsonrpc.Message, header http.Header, w Writer) (json.RawMessage, *jsonrpc.Error) {
 	switch msg.Method {
-	case mcp.MethodPing:
-		return json.RawMessage(`{}`), nil
-	case mcp.MethodSetLevel:
-		return l.setLevel(ctx, s, msg)
-	case mcp.MethodSubscribe, mcp.MethodUnsubscribe:
-		return l.subscribe(ctx, s, msg)
+	case mcp.MethodPing, mcp.MethodSetLevel, mcp.MethodSubscribe, mcp.MethodUnsubscribe:
+		return l.sessionMethod(ctx, s, msg, header)
 	case mcp.MethodInitialize:
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the session is initialized already")
 	case mcp.MethodDiscover, mcp.MethodSubscriptions:
@@ -387,6 +399,37 @@ func (l *Legacy) ask(ctx context.Context, s *session.Session, method string, par
 	case <-time.After(askTimeout):
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client did not answer %s within %v", method, askTimeout)
 	}
+}
+
+// sessionMethod answers a method of the session itself (ping,
+// logging/setLevel, resources/subscribe and unsubscribe), inside the
+// dispatcher's links as any request.
+func (l *Legacy) sessionMethod(ctx context.Context, s *session.Session, msg *jsonrpc.Message, header http.Header) (json.RawMessage, *jsonrpc.Error) {
+	// Only for the links to read (the caller's trace context, the URI):
+	// each method decodes its own params.
+	params, _ := msg.ParamsObject()
+	meta, _ := params.Object("_meta")
+	req := &mcp.Request{Method: msg.Method, Params: params, Meta: meta, Header: header}
+	res, err := l.d.local(ctx, req, func(ctx context.Context, _ *mcp.Request) (json.RawMessage, error) {
+		var res json.RawMessage
+		var rpcErr *jsonrpc.Error
+		switch msg.Method {
+		case mcp.MethodPing:
+			res = json.RawMessage(`{}`)
+		case mcp.MethodSetLevel:
+			res, rpcErr = l.setLevel(ctx, s, msg)
+		default:
+			res, rpcErr = l.subscribe(ctx, s, msg)
+		}
+		if rpcErr != nil {
+			return nil, rpcErr
+		}
+		return res, nil
+	})
+	if err != nil {
+		return nil, l.d.answerable(msg.Method, err)
+	}
+	return res, nil
 }
 
 func (l *Legacy) setLevel(ctx context.Context, s *session.Session, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {

@@ -16,23 +16,48 @@ import (
 // with the request's id and carrying what Manifold honours, then each event
 // of the hub's subscription tagged the same way, until the caller leaves, the
 // subscriber falls behind, or Manifold shuts down (which answers the request
-// with its graceful-closure result).
+// with its graceful-closure result). Up to the acknowledgment (or the
+// refusal) it is a request like any other, inside the links; the stream
+// after it is counted by the hub (manifold_subscriptions_open).
 func (d *Dispatcher) listen(ctx context.Context, id json.RawMessage, req *mcp.Request, w Writer) {
-	var filter mcp.SubscriptionFilter
-	raw, ok := req.Params["notifications"]
-	if !ok || len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &filter) != nil {
-		w.Error(id, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.notifications must be a subscription filter object"))
-		return
-	}
-	sub, err := d.o.Hub.Subscribe(ctx, filter)
+	var sub *hub.Subscription
+	_, err := d.local(ctx, req, func(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
+		s, err := d.subscribe(ctx, id, req, w)
+		sub = s
+		return nil, err
+	})
 	if err != nil {
 		w.Error(id, d.answerable(req.Method, err))
 		return
 	}
-	defer sub.Close()
-	if w.Notify(acknowledged(id, sub.Honoured)) != nil {
-		return
+	if sub == nil {
+		return // the caller left before its acknowledgment
 	}
+	defer sub.Close()
+	d.stream(ctx, id, sub, w)
+}
+
+// subscribe opens the hub's subscription for a listen and acknowledges it;
+// a nil subscription and no error when the caller is gone.
+func (d *Dispatcher) subscribe(ctx context.Context, id json.RawMessage, req *mcp.Request, w Writer) (*hub.Subscription, error) {
+	var filter mcp.SubscriptionFilter
+	raw, ok := req.Params["notifications"]
+	if !ok || len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &filter) != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.notifications must be a subscription filter object")
+	}
+	sub, err := d.o.Hub.Subscribe(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	if w.Notify(acknowledged(id, sub.Honoured)) != nil {
+		sub.Close()
+		return nil, nil
+	}
+	return sub, nil
+}
+
+// stream writes sub's events until it ends or the caller leaves.
+func (d *Dispatcher) stream(ctx context.Context, id json.RawMessage, sub *hub.Subscription, w Writer) {
 	var tick <-chan time.Time
 	ka, canKeepAlive := w.(KeepAliver)
 	if canKeepAlive {

@@ -192,6 +192,21 @@ func (m *Memory) Len() int {
 	return len(m.sessions)
 }
 
+// Active counts the sessions whose expiry was pushed back within the last
+// within: an expiry is the last use plus the idle timeout.
+func (m *Memory) Active(within time.Duration) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	since := m.now().Add(m.idle - within)
+	n := 0
+	for _, e := range m.sessions {
+		if e.expires.After(since) {
+			n++
+		}
+	}
+	return n
+}
+
 func (m *Memory) Close() error {
 	close(m.stop)
 	<-m.done

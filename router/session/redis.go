@@ -329,6 +329,19 @@ func (r *Redis) Len() int {
 	return int(n)
 }
 
+// Active counts the sessions in Redis used within the last within: a
+// session's score is its last use plus the idle timeout.
+func (r *Redis) Active(within time.Duration) int {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	since := strconv.FormatInt(time.Now().Add(r.idle-within).UnixMilli(), 10)
+	n, err := r.rdb.ZCount(ctx, r.all(), "("+since, "+inf").Result()
+	if err != nil {
+		return 0
+	}
+	return int(n)
+}
+
 func (r *Redis) publish(ctx context.Context, s signal) error {
 	b, err := json.Marshal(s)
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Session is one legacy caller's negotiated state.
@@ -138,7 +139,12 @@ type Store interface {
 	// Receive sets the handler of messages sent to sessions.
 	Receive(func(id string, dir Direction, msg []byte))
 	// Len is the number of sessions open in this store (in this process
-	// for the memory store; an estimate is fine).
+	// for the memory store; an estimate is fine): active or idle, they
+	// count against Limits until their idle expiry.
 	Len() int
+	// Active is the number of those used within the last within: a client
+	// that left without ending its session stops counting once its session
+	// has been idle that long, though the session is kept until it expires.
+	Active(within time.Duration) int
 	Close() error
 }

@@ -221,3 +221,45 @@ func TestStoreLimits(t *testing.T) {
 		})
 	}
 }
+
+// Both stores count as active only the sessions used lately, and every
+// session until it expires: a client that left without DELETE stops
+// counting as active long before its session is gone. Measured on the
+// stores' own clocks (the Redis server's), with a window the test can wait
+// out.
+func TestStoresActive(t *testing.T) {
+	rs := redistest.Start(t)
+	ro, _ := redis.ParseURL(rs.URL())
+	red := NewRedis(RedisOptions{Client: redis.UniversalOptions{Addrs: []string{ro.Addr}}, Prefix: "act:", Idle: time.Minute, Timeout: time.Second})
+	t.Cleanup(func() { _ = red.Close() })
+	mem := NewMemory(time.Minute, 10)
+	t.Cleanup(func() { _ = mem.Close() })
+	for name, st := range map[string]Store{"memory": mem, "redis": red} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			idle, used := &Session{ID: NewID()}, &Session{ID: NewID()}
+			for _, s := range []*Session{idle, used} {
+				if err := st.Create(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := st.Active(time.Second); n != 2 {
+				t.Fatalf("%d active just after creation, want 2", n)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for st.Active(time.Second) != 1 {
+				// used is used, idle is not, until only used counts.
+				if err := st.Update(ctx, used); err != nil {
+					t.Fatal(err)
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d active after 10 s, want 1", st.Active(time.Second))
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if n := st.Len(); n != 2 {
+				t.Errorf("Len %d: the idle session is still held until it expires", n)
+			}
+		})
+	}
+}

@@ -2,8 +2,6 @@ package process
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -15,6 +13,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/mcptrace"
 	"github.com/manifold-mcp/manifold/router"
 	"github.com/manifold-mcp/manifold/router/frontend"
 	"github.com/manifold-mcp/manifold/upstream"
@@ -58,8 +57,7 @@ func (p *Process) audited(ctx context.Context, req *mcp.Request, n *router.Note,
 		rec.Principal = pr.ID
 	}
 	if sid := router.SessionOf(ctx); sid != "" {
-		sum := sha256.Sum256([]byte(sid))
-		rec.Session = hex.EncodeToString(sum[:8])
+		rec.Session = mcptrace.SessionDigest(sid)
 	}
 	if uri, ok := req.Params.Str("uri"); ok {
 		rec.Target = uri

@@ -62,7 +62,9 @@ func newMetrics(p *Process) *metrics {
 		m.requests, m.duration, m.upstreamDuration, m.reloads,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "manifold_subscriptions_open", Help: "Open subscription streams (listens and legacy sessions' streams)."},
 			func() float64 { return float64(p.hub.Open()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "manifold_sessions_open", Help: "Open legacy sessions (in this process, or in Redis)."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "manifold_sessions_open", Help: "Legacy sessions in use: used within two keep-alive intervals (in this process, or in Redis)."},
+			func() float64 { return float64(p.openSessions()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "manifold_sessions_held", Help: "Legacy sessions kept, in use or idle, until their idle timeout: they count against sessions.max."},
 			func() float64 { return float64(p.sessions.Len()) }),
 		&stateCollector{p: p},
 	)
@@ -75,7 +77,7 @@ func newMetrics(p *Process) *metrics {
 		endpoints = append(endpoints, e.Path)
 	}
 	for _, e := range endpoints {
-		for _, method := range append(mcp.Names(), "other") {
+		for _, method := range slices.Concat(mcp.Names(), mcp.SessionMethods, []string{"other"}) {
 			m.series[seriesKey{e, method}] = methodSeries{m.duration.WithLabelValues(e, method), m.requests.WithLabelValues(e, method, "ok")}
 		}
 	}

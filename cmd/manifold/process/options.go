@@ -60,6 +60,7 @@ func (p *Process) newUpstream(uc config.Upstream) (*upstream.Upstream, error) {
 	}
 	o.Logger, o.OnEvent, o.Observe = p.log, p.onEvent, p.metrics.upstream(uc.Name)
 	o.OnState = func(string, upstream.State) { p.noteReadiness() }
+	o.ProbeInterval = p.cfg.Health.ProbeInterval
 	u, err := upstream.New(o)
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", uc.Name, err)

@@ -32,7 +32,8 @@ type uiState struct {
 	Uptime        float64      `json:"uptimeSeconds"`
 	Ready         bool         `json:"ready"`
 	Upstreams     []uiUpstream `json:"upstreams"`
-	Sessions      int          `json:"sessions"`
+	Sessions      int          `json:"sessions"`     // in use (openSessions)
+	SessionsHeld  int          `json:"sessionsHeld"` // kept until their idle timeout
 	Subscriptions int          `json:"subscriptions"`
 	Redis         *uiRedis     `json:"redis"` // null without Redis
 	Cache         uiCache      `json:"cache"`
@@ -74,7 +75,7 @@ func (p *Process) state(a audience) uiState {
 	r := p.readiness(a)
 	st := p.cache.Stats()
 	s := uiState{Version: mcp.BuildVersion, Uptime: time.Since(startedAt).Seconds(), Ready: r.Ready,
-		Sessions: p.sessions.Len(), Subscriptions: p.hub.Open(), Upstreams: []uiUpstream{}}
+		Sessions: p.openSessions(), SessionsHeld: p.sessions.Len(), Subscriptions: p.hub.Open(), Upstreams: []uiUpstream{}}
 	var mem, red, total uint64
 	for _, u := range p.upstreams.Load().All() {
 		if !a.sees(u.Name()) {
@@ -98,6 +99,14 @@ func (p *Process) state(a audience) uiState {
 		s.Redis = &uiRedis{BreakerOpen: st.Redis.BreakerOpen, Errors: st.Redis.Errors, WritesDropped: st.Redis.WritesDropped}
 	}
 	return s
+}
+
+// openSessions counts the legacy sessions in use: those used within two
+// keep-alive intervals (an open stream touches its session at each), at
+// most the idle timeout. A client that leaves without DELETE stops
+// counting then, not when its session expires.
+func (p *Process) openSessions() int {
+	return p.sessions.Active(min(2*p.cfg.Subscriptions.KeepAlive, p.cfg.Sessions.IdleTimeout))
 }
 
 func ratios(mem, red, lookups uint64) uiCache {
