@@ -43,11 +43,11 @@ func TestListenAndSubscribeCounted(t *testing.T) {
 		{"resources/subscribe", "ok"},
 		{"ping", "ok"},
 	} {
-		if v, ok := sample(fams, "manifold_requests_total", "method", w.method, "code", w.code); !ok || v != 1 {
+		if v, ok := sample(fams, "manifold_requests_total", "endpoint", "/mcp", "method", w.method, "code", w.code); !ok || v != 1 {
 			t.Errorf("manifold_requests_total{method=%q,code=%q} = %v (present %v), want 1", w.method, w.code, v, ok)
 		}
 	}
-	if v, _ := sample(fams, "manifold_request_duration_seconds", "method", "resources/subscribe"); v != 1 {
+	if v, _ := sample(fams, "manifold_request_duration_seconds", "endpoint", "/mcp", "method", "resources/subscribe"); v != 1 {
 		t.Errorf("resources/subscribe has %v durations, want 1", v)
 	}
 	eventually(t, 10*time.Second, func() error {

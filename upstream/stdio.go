@@ -56,7 +56,12 @@ type process struct {
 	pending map[string]*pendingCall
 	listens map[string]*listening // subscriptions/listen in flight, by request id
 
-	exited chan struct{} // closed once stdout is drained and the child reaped
+	started time.Time
+	exited  chan struct{} // closed once stdout is drained and the child reaped
+	// exit describes how the child ended; set before exited is closed.
+	// Calls it leaves unanswered fail with it too, so whichever reaches
+	// the health record first, the outage starts with the exit itself.
+	exit *exitError
 
 	said string // the latest line on stderr, under pmu
 }
@@ -91,9 +96,7 @@ func newStdioConn(o Options, log *slog.Logger, onMsg onMessage, h *health) (*std
 		failed: func(_ uint64, err error) {
 			c.health.failure(fmt.Errorf("%w: %w", errNotStarted, err))
 		},
-		lost: func(p *process, ran time.Duration) {
-			c.health.failure(&exitError{pid: p.cmd.Process.Pid, state: p.cmd.ProcessState.String(), ran: ran, lastWords: p.lastWords()})
-		},
+		lost: func(p *process, _ time.Duration) { c.health.failure(p.exit) },
 		down: errRestarting,
 	}
 	c.sup.start()
@@ -154,7 +157,7 @@ func (c *stdioConn) start(gen uint64) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &process{gen: gen, cmd: cmd, stdin: stdin, pending: map[string]*pendingCall{}, listens: map[string]*listening{}, exited: make(chan struct{})}
+	p := &process{gen: gen, cmd: cmd, stdin: stdin, pending: map[string]*pendingCall{}, listens: map[string]*listening{}, started: time.Now(), exited: make(chan struct{})}
 	if !c.health.failing() {
 		c.log.Info("upstream process started", "pid", cmd.Process.Pid, "generation", gen)
 	}
@@ -177,6 +180,7 @@ func (c *stdioConn) start(gen uint64) (*process, error) {
 		stdout.Close()
 		stdin.Close()
 		_ = stderr.SetReadDeadline(time.Now().Add(time.Second))
+		p.exit = &exitError{pid: cmd.Process.Pid, state: cmd.ProcessState.String(), ran: time.Since(p.started), lastWords: p.lastWords()}
 		p.failPending()
 		close(p.exited)
 	}()
@@ -378,7 +382,8 @@ func (c *stdioConn) call(ctx context.Context, ex *exchange) (*reply, error) {
 	select {
 	case m, ok := <-pc.reply:
 		if !ok {
-			return nil, errProcessExited
+			<-p.exited
+			return nil, p.exit
 		}
 		return &reply{Message: m}, nil
 	case <-ctx.Done():
