@@ -47,6 +47,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/seal"
 )
 
 // Request is one upstream call to answer from the cache.
@@ -224,7 +225,7 @@ func New(o Options) (*Cache, error) {
 	_, _ = rand.Read(origin)
 	c.redis = newRedisTier(*o.Redis, c.maxTTL+c.grace+time.Minute, o.Logger, hex.EncodeToString(origin))
 	if o.Redis.EncryptPrivate {
-		c.redis.sealer = &sealer{secret: o.Secret}
+		c.redis.sealer = seal.New(o.Secret, "manifold private entry ")
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	c.stop = stop

@@ -653,28 +653,6 @@ func TestRevalidateKeepsStale(t *testing.T) {
 	}
 }
 
-// A sealed body opens only for the fingerprint and key it was sealed for:
-// another caller's key does not open it, nor does the same bytes moved to
-// another entry's key.
-func TestSealerBindsCallerAndKey(t *testing.T) {
-	s := &sealer{secret: []byte("secret-0123456789")}
-	sealed, err := s.seal("fpA", "keyA", []byte("private answer"))
-	if err != nil || bytes.Contains(sealed, []byte("private answer")) {
-		t.Fatalf("seal: %v %q", err, sealed)
-	}
-	if body, err := s.open("fpA", "keyA", sealed); err != nil || string(body) != "private answer" {
-		t.Errorf("open: %q %v", body, err)
-	}
-	for _, c := range [][2]string{{"fpB", "keyA"}, {"fpA", "keyB"}} {
-		if _, err := s.open(c[0], c[1], sealed); err == nil {
-			t.Errorf("opened as %v", c)
-		}
-	}
-	if _, err := (&sealer{secret: []byte("another-secret-0123")}).open("fpA", "keyA", sealed); err == nil {
-		t.Error("opened with another secret")
-	}
-}
-
 // When the invalidation channel comes back after a loss, invalidations may
 // have been missed in between: memory entries stop being fresh, but still
 // stand in for an upstream that cannot be reached, as after a watch drop.

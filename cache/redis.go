@@ -16,6 +16,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/breaker"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/redisbus"
+	"github.com/manifold-mcp/manifold/internal/seal"
 )
 
 // redisTier is the shared tier, used by every replica. Every command is bounded
@@ -30,8 +31,8 @@ type redisTier struct {
 	lifetime time.Duration // the longest an entry can live: generation keys outlive it
 	brk      *breaker.Breaker
 	log      *slog.Logger
-	origin   string  // this replica, to skip its own invalidation messages
-	sealer   *sealer // seals private bodies; nil: stored in clear
+	origin   string       // this replica, to skip its own invalidation messages
+	sealer   *seal.Sealer // seals private bodies; nil: stored in clear
 
 	errors  atomic.Uint64
 	dropped atomic.Uint64  // writes skipped because too many were in flight
@@ -173,7 +174,7 @@ func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th stri
 				// Sealing is the promise for every private entry: one in
 				// clear was written by a replica that does not seal, or by
 				// someone with no business writing it.
-				err = errUnsealed
+				err = seal.ErrNotOpen
 			}
 			if err != nil {
 				continue
@@ -190,9 +191,9 @@ func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th stri
 // takes the entry for a miss.
 func (s *redisTier) unseal(hdr redisHeader, body []byte) ([]byte, error) {
 	if s.sealer == nil {
-		return nil, errUnsealed
+		return nil, seal.ErrNotOpen
 	}
-	return s.sealer.open(hdr.FP, hdr.Key, body)
+	return s.sealer.Open(hdr.FP, hdr.Key, body)
 }
 
 func parseGen(c *redis.StringCmd) uint64 {
@@ -242,7 +243,7 @@ func (s *redisTier) encode(e *entry, fresh, grace, lag time.Duration) ([]byte, e
 	if s.sealer == nil || e.scope != mcp.ScopePrivate {
 		return encodeRedis(e, e.body, false, fresh, grace, lag), nil
 	}
-	sealed, err := s.sealer.seal(e.fp, e.key, e.body)
+	sealed, err := s.sealer.Seal(e.fp, e.key, e.body)
 	if err != nil {
 		return nil, err
 	}

@@ -101,7 +101,7 @@ func PendingUpstream(ctx context.Context, store Store, secret []byte, state stri
 	if err != nil {
 		return "", false
 	}
-	v, err := sealer{secret: secret}.open("", pendingKey(state), b)
+	v, err := newSealer(secret).Open("", pendingKey(state), b)
 	if err != nil {
 		return "", false
 	}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/manifold-mcp/manifold/internal/auth"
+	"github.com/manifold-mcp/manifold/internal/seal"
 )
 
 // Client is the OAuth client of one upstream. It is safe for concurrent
@@ -23,7 +24,7 @@ import (
 type Client struct {
 	o      Options
 	log    *slog.Logger
-	seal   sealer
+	sealer *seal.Sealer
 	digest string // of the configuration: what it stored is its alone
 	base   http.RoundTripper
 
@@ -52,7 +53,7 @@ func New(o Options, secret []byte) *Client {
 	if o.ClientName == "" {
 		o.ClientName = "Manifold"
 	}
-	return &Client{o: o, log: o.Logger.With("upstream", o.Upstream), seal: sealer{secret: secret}, digest: configDigest(o),
+	return &Client{o: o, log: o.Logger.With("upstream", o.Upstream), sealer: newSealer(secret), digest: configDigest(o),
 		grants: map[string]*grant{}, stepUps: map[string]int{}}
 }
 
@@ -91,7 +92,7 @@ func (c *Client) save(ctx context.Context, key, principal string, v any, ttl tim
 	if err != nil {
 		return err
 	}
-	sealed, err := c.seal.seal(principal, key, b)
+	sealed, err := c.sealer.Seal(principal, key, b)
 	if err != nil {
 		return err
 	}
@@ -117,7 +118,7 @@ func (c *Client) take(ctx context.Context, key, principal string, v any) error {
 }
 
 func (c *Client) open(sealed []byte, key, principal string, v any) error {
-	b, err := c.seal.open(principal, key, sealed)
+	b, err := c.sealer.Open(principal, key, sealed)
 	if err != nil {
 		return err
 	}

@@ -60,21 +60,3 @@ func TestCheckIssuer(t *testing.T) {
 		}
 	}
 }
-
-// What the client stores opens only under its own key, for its own
-// principal.
-func TestSealer(t *testing.T) {
-	s := sealer{secret: []byte("secret")}
-	sealed, err := s.seal("alice", "tok:a", []byte("at-123"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, err := s.open("alice", "tok:a", sealed); err != nil || string(v) != "at-123" {
-		t.Fatalf("open: %q %v", v, err)
-	}
-	for _, c := range [][2]string{{"bob", "tok:a"}, {"alice", "tok:b"}} {
-		if _, err := s.open(c[0], c[1], sealed); err == nil {
-			t.Errorf("opened as %v", c)
-		}
-	}
-}

@@ -2,21 +2,17 @@ package oauth
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hkdf"
-	"crypto/rand"
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/manifold-mcp/manifold/internal/seal"
 )
 
 // Store keeps values for a while, for every replica that shares it. Values
-// reach it sealed (see sealer): a store never holds a token in clear.
+// reach it sealed (see newSealer): a store never holds a token in clear.
 type Store interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 	Set(ctx context.Context, key string, v []byte, ttl time.Duration) error
@@ -123,45 +119,6 @@ func (r RedisStore) Delete(ctx context.Context, key string) error {
 	return r.Client.Del(ctx, r.Prefix+key).Err()
 }
 
-// sealer seals what the client stores: AES-256-GCM under a key derived
-// (HKDF-SHA256) from the secret and the principal the value belongs to,
-// with the store key as additional data, so that a value opens only under
-// its own key and for its own principal.
-type sealer struct{ secret []byte }
-
-func (s sealer) aead(principal string) (cipher.AEAD, error) {
-	k, err := hkdf.Key(sha256.New, s.secret, nil, "manifold-oauth-v1\x00"+principal, 32)
-	if err != nil {
-		return nil, err
-	}
-	b, err := aes.NewCipher(k)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(b)
-}
-
-func (s sealer) seal(principal, key string, v []byte) ([]byte, error) {
-	a, err := s.aead(principal)
-	if err != nil {
-		return nil, err
-	}
-	nonce := make([]byte, a.NonceSize())
-	_, _ = rand.Read(nonce)
-	return a.Seal(nonce, nonce, v, []byte(key)), nil
-}
-
-func (s sealer) open(principal, key string, sealed []byte) ([]byte, error) {
-	a, err := s.aead(principal)
-	if err != nil {
-		return nil, err
-	}
-	if len(sealed) < a.NonceSize() {
-		return nil, errors.New("sealed value too short")
-	}
-	v, err := a.Open(nil, sealed[:a.NonceSize()], sealed[a.NonceSize():], []byte(key))
-	if err != nil {
-		return nil, fmt.Errorf("sealed value does not open: %w", err)
-	}
-	return v, nil
-}
+// newSealer seals what the client stores, for the principal it belongs to
+// under its store key (see internal/seal).
+func newSealer(secret []byte) *seal.Sealer { return seal.New(secret, "manifold-oauth-v1\x00") }
