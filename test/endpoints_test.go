@@ -589,6 +589,10 @@ func TestEndpointInMetricsAuditAndUI(t *testing.T) {
 	f := newEndpointsFixture(t, fmt.Sprintf("audit: {file: %q}\nadmin: {operators: [{claim: groups, values: [root]}]}\n", auditFile))
 	toolTextAs(t, f.base+"/mcp/dev", f.dev, "docs_echo")
 	toolTextAs(t, f.p.URL, f.dev, "docs_echo")
+	// Refused before the router (no token): its record names the endpoint too.
+	if r := post(t, f.base+"/mcp/dev", headers("tools/call", "docs_echo"), rpcBody(1, "tools/call", `"name":"docs_echo","arguments":{}`)); r.Status != http.StatusUnauthorized {
+		t.Fatalf("no token at /mcp/dev: HTTP %d", r.Status)
+	}
 	scrape := func(tok string) string {
 		_, body := fetch(t, http.MethodGet, f.base+"/metrics", bearerHeader(tok))
 		return body
@@ -604,14 +608,14 @@ func TestEndpointInMetricsAuditAndUI(t *testing.T) {
 	if m := scrape(f.ops); strings.Contains(m, "/mcp/dev") || !strings.Contains(m, `endpoint="/mcp/ops"`) {
 		t.Errorf("metrics as ops:\n%s", grepLines(m, "endpoint="))
 	}
-	_, lines := readAudit(t, auditFile, 2)
+	_, lines := readAudit(t, auditFile, 3)
 	var at []string
 	for _, l := range lines {
 		if l.Method == "tools/call" {
-			at = append(at, l.Endpoint)
+			at = append(at, l.Endpoint+" "+l.Outcome)
 		}
 	}
-	if !slices.Equal(sorted(at...), []string{"/mcp", "/mcp/dev"}) {
+	if !slices.Equal(sorted(at...), []string{"/mcp ok", "/mcp/dev http-401", "/mcp/dev ok"}) {
 		t.Errorf("audit endpoints of the calls: %v", at)
 	}
 	state := func(tok string) (out struct {

@@ -92,8 +92,9 @@ func (p *Process) closeAudit() {
 // or answered by the frontend itself (a legacy initialize, a listen
 // stream, once it ends). Such a record has the HTTP status as its outcome
 // ("http-401") and the Mcp-Method header, or the HTTP method, as its
-// method; it names no principal. Without an audit log it is no link.
-func (p *Process) auditRefused() frontend.Link {
+// method; it names no principal, and the endpoint of view v (whether or
+// not the caller may know it exists). Without an audit log it is no link.
+func (p *Process) auditRefused(v *upstream.View) frontend.Link {
 	if p.audit == nil {
 		return func(next http.Handler) http.Handler { return next }
 	}
@@ -110,7 +111,7 @@ func (p *Process) auditRefused() frontend.Link {
 			if method == "" || len(method) > 64 {
 				method = r.Method
 			}
-			p.audit.Write(audit.Record{Time: time.Now().UTC(), Method: method, Outcome: "http-" + strconv.Itoa(sw.status),
+			p.audit.Write(audit.Record{Time: time.Now().UTC(), Endpoint: v.Name(), Method: method, Outcome: "http-" + strconv.Itoa(sw.status),
 				DurationMs: float64(time.Since(start).Microseconds()) / 1000})
 		})
 	}

@@ -180,7 +180,7 @@ func (p *Process) server(h http.Handler) *http.Server {
 func (p *Process) links(v *upstream.View) []frontend.Link {
 	links := []frontend.Link{
 		frontend.Recover(p.log),
-		p.auditRefused(),
+		p.auditRefused(v),
 		frontend.CheckHost(p.cfg.AllowedHosts),
 		frontend.CheckOrigin(p.cfg.AllowedOrigins),
 		frontend.SingleValued(append([]string{"Authorization"}, p.cfg.Cache.CredentialHeaders...)),
