@@ -33,6 +33,7 @@ type redisTier struct {
 	log      *slog.Logger
 	origin   string       // this replica, to skip its own invalidation messages
 	sealer   *seal.Sealer // seals private bodies; nil: stored in clear
+	rounds   rounds       // lookups' round trips, shared
 
 	errors  atomic.Uint64
 	dropped atomic.Uint64  // writes skipped because too many were in flight
@@ -82,6 +83,7 @@ func newRedisTier(o RedisOptions, lifetime time.Duration, log *slog.Logger, orig
 		log:      log,
 		origin:   origin,
 		writes:   make(chan struct{}, maxWrites),
+		rounds:   rounds{rdb: rdb, timeout: o.Timeout},
 	}
 	s.brk = breaker.New(o.BreakerFailures, o.BreakerCooldown, func(open bool) {
 		if open {
@@ -135,22 +137,26 @@ type found struct {
 }
 
 // lookup reads the private and public candidates of one request and the
-// current generation of their tag, in one pipelined round trip.
+// current generation of their tag, in one pipelined round trip, shared
+// with the lookups that arrive with it (rounds).
 func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th string) (hits []*found, gen generation, ok bool) {
 	ok = s.call(ctx, func(ctx context.Context) error {
-		pipe := s.rdb.Pipeline()
 		type pair struct {
 			v *redis.StringCmd
 			t *redis.DurationCmd
 		}
 		pairs := make([]pair, len(keys))
-		for i, k := range keys {
-			pairs[i] = pair{pipe.Get(ctx, k), pipe.PTTL(ctx, k)}
-		}
-		g := pipe.Get(ctx, genKey(s.prefix, upstream, th))
-		rb := pipe.Get(ctx, revalidateKey(s.prefix, upstream))
-		now := pipe.Time(ctx)
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		var g, rb *redis.StringCmd
+		var now *redis.TimeCmd
+		err := s.rounds.do(ctx, func(pipe redis.Pipeliner) {
+			for i, k := range keys {
+				pairs[i] = pair{pipe.Get(ctx, k), pipe.PTTL(ctx, k)}
+			}
+			g = pipe.Get(ctx, genKey(s.prefix, upstream, th))
+			rb = pipe.Get(ctx, revalidateKey(s.prefix, upstream))
+			now = pipe.Time(ctx)
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
 			return err
 		}
 		gen = generation{Tag: parseGen(g)}

@@ -1,0 +1,94 @@
+package cache
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// rounds lets the Redis lookups that arrive together share one round trip.
+// A lookup queues the commands it needs; if no round trip is under way it
+// runs one, a pipeline of everything queued by then, itself included;
+// otherwise it waits for the next, which the lookup finishing the current
+// one starts for whoever queued meanwhile. So under load a round trip
+// carries as many lookups as arrived during the one before, and a lone
+// lookup pays no more than its own pipeline.
+type rounds struct {
+	rdb     redis.UniversalClient
+	timeout time.Duration
+
+	mu      sync.Mutex
+	queue   []*ask
+	running bool
+}
+
+// ask is one lookup's share of a round trip: add queues its commands, and
+// done receives the round trip's error once their results are in.
+type ask struct {
+	add  func(redis.Pipeliner)
+	done chan error
+}
+
+// maxAsks bounds the lookups one round trip carries; more wait for the
+// next.
+const maxAsks = 64
+
+// do queues add's commands for the next round trip and waits for their
+// results. ctx bounds the wait; the round trip itself is bounded by the
+// tier's timeout alone, since it carries other callers' lookups too.
+func (r *rounds) do(ctx context.Context, add func(redis.Pipeliner)) error {
+	a := &ask{add: add, done: make(chan error, 1)}
+	r.mu.Lock()
+	r.queue = append(r.queue, a)
+	lead := !r.running
+	r.running = true
+	r.mu.Unlock()
+	if lead {
+		r.run(context.WithoutCancel(ctx))
+	}
+	select {
+	case err := <-a.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run carries the queue in round trips until one leaves it empty; after
+// the first (under the leading caller's context, for its trace), the rest
+// run on a goroutine of their own, so that the caller that led the first
+// is not held up by lookups that came after its own.
+func (r *rounds) run(ctx context.Context) {
+	r.mu.Lock()
+	n := min(len(r.queue), maxAsks)
+	batch := r.queue[:n:n]
+	r.queue = r.queue[n:]
+	if len(r.queue) == 0 {
+		r.queue = nil
+	}
+	r.mu.Unlock()
+	r.trip(ctx, batch)
+	r.mu.Lock()
+	more := len(r.queue) > 0
+	r.running = more
+	r.mu.Unlock()
+	if more {
+		go r.run(context.Background())
+	}
+}
+
+// trip runs one pipeline of batch's commands and tells each its outcome.
+func (r *rounds) trip(ctx context.Context, batch []*ask) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	pipe := r.rdb.Pipeline()
+	for _, a := range batch {
+		a.add(pipe)
+	}
+	_, err := pipe.Exec(ctx)
+	for _, a := range batch {
+		a.done <- err
+	}
+}

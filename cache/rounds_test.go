@@ -1,0 +1,132 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/manifold-mcp/manifold/internal/redistest"
+)
+
+// lookupTrips counts the round trips that carry lookups (pipelines that
+// read entries), holding the first until holdFor lookups wait behind it.
+type lookupTrips struct {
+	trips   atomic.Int64
+	holdFor func() bool
+}
+
+func (h *lookupTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lookupTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *lookupTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && cmds[0].Name() == "get" && h.trips.Add(1) == 1 {
+			deadline := time.Now().Add(5 * time.Second)
+			for !h.holdFor() && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// Lookups that arrive while a round trip is under way share the next one:
+// 32 concurrent Redis hits take 2 round trips, not 32, and each caller
+// gets its own entry.
+func TestConcurrentLookupsShareRoundTrips(t *testing.T) {
+	rs := redistest.Start(t)
+	a := newCache(t, testOptions(rs.URL()), nil)
+	const n = 32
+	up := &upstream{ttlMs: 60_000, scope: "public"}
+	want := make([]string, n)
+	for i := range n {
+		r := read(fmt.Sprintf("test://shared/%d", i), "")
+		want[i], _, _ = get(t, a, r, up.fill(r))
+	}
+	a.redis.pending.Wait()
+
+	o := testOptions(rs.URL())
+	o.MemoryBytes = 0 // every read below is a Redis lookup
+	b := newCache(t, o, nil)
+	trips := &lookupTrips{holdFor: func() bool {
+		b.redis.rounds.mu.Lock()
+		defer b.redis.rounds.mu.Unlock()
+		return len(b.redis.rounds.queue) == n-1
+	}}
+	b.redis.rdb.AddHook(trips)
+	other := &upstream{ttlMs: 60_000, scope: "public"}
+	got := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r := read(fmt.Sprintf("test://shared/%d", i), "")
+			got[i], _, _ = get(t, b, r, other.fill(r))
+		})
+	}
+	wg.Wait()
+	if calls := other.calls.Load(); calls != 0 {
+		t.Errorf("%d lookups missed Redis and asked the upstream", calls)
+	}
+	for i := range n {
+		if got[i] != want[i] {
+			t.Errorf("lookup %d got %q, want %q", i, got[i], want[i])
+		}
+	}
+	if tr := trips.trips.Load(); tr != 2 {
+		t.Errorf("%d concurrent lookups took %d round trips, want 2 (the first, then all that queued behind it)", n, tr)
+	}
+}
+
+// A caller that gives up while its lookup waits for a round trip leaves
+// at once, and the round trip still serves the others; it is not a Redis
+// failure.
+func TestLookupWaitEndsWithItsCaller(t *testing.T) {
+	rs := redistest.Start(t)
+	c := newCache(t, testOptions(rs.URL()), nil)
+	release := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	held := &lookupTrips{holdFor: func() bool {
+		select {
+		case <-release:
+			return true
+		default:
+			return false
+		}
+	}}
+	c.redis.rdb.AddHook(held)
+	var first sync.WaitGroup
+	first.Go(func() { // leads a round trip that the hook holds
+		_, _, ok := c.redis.lookup(context.Background(), []string{"k1"}, "up", "t1")
+		if !ok {
+			t.Error("the held round trip failed")
+		}
+	})
+	for held.trips.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	done := make(chan bool)
+	go func() {
+		_, _, ok := c.redis.lookup(ctx, []string{"k2"}, "up", "t2")
+		done <- ok
+	}()
+	cancel()
+	select {
+	case ok := <-done:
+		if ok {
+			t.Error("a lookup whose caller left reported success")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("a lookup whose caller left still waits for a round trip")
+	}
+	close(release)
+	first.Wait()
+	if c.redis.brk.Open() || c.redis.errors.Load() != 0 {
+		t.Errorf("a caller leaving counted as a Redis failure: %d errors", c.redis.errors.Load())
+	}
+}
