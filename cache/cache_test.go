@@ -184,6 +184,15 @@ func TestDigestCanonical(t *testing.T) {
 	if d("", `{"x":{"n":0}}`, `{}`) != d("", `{"x":{"n":-0.0e5}}`, `{}`) || d("", `{"x":{"n":100}}`, `{}`) != d("", `{"x":{"n":1e2}}`, `{}`) {
 		t.Error("equal numbers hashed differently")
 	}
+	// A lone surrogate is kept apart from another, and from U+FFFD, which
+	// Go's decoding makes of each (JavaScript tells them apart).
+	if d("", `{"x":{"q":"\ud800"}}`, `{}`) == d("", `{"x":{"q":"\udbff"}}`, `{}`) || d("", `{"x":{"q":"\uD800"}}`, `{}`) == d("", `{"x":{"q":"\ufffd"}}`, `{}`) ||
+		d("", "{\"x\":{\"q\":\"\xff\"}}", `{}`) == d("", `{"x":{"q":"\ufffd"}}`, `{}`) {
+		t.Error("strings that decode to U+FFFD hashed the same")
+	}
+	if d("", `{"x":{"q":"\u00e9"}}`, `{}`) != d("", `{"x":{"q":"é"}}`, `{}`) {
+		t.Error("two spellings of one string hashed differently")
+	}
 	// No collision by concatenation.
 	if d("v", `{"uri":"a:b"}`, `{}`) == d("v:a", `{"uri":"b"}`, `{}`) || d("", `{"a":"bc"}`, `{}`) == d("", `{"ab":"c"}`, `{}`) {
 		t.Error("concatenation collision")

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
@@ -21,7 +22,7 @@ import (
 
 // keyVersion starts every key; bump it when the key or value layout changes
 // so replicas of two versions never read each other's entries.
-const keyVersion = "m3"
+const keyVersion = "m4"
 
 // unkeyedMeta lists the `_meta` members that do not change an answer: they
 // are forwarded but left out of the key, so callers that differ only in them
@@ -209,8 +210,14 @@ func tagHash(tag string) string {
 // canonical re-encodes JSON with object members sorted at every depth,
 // strings in one spelling and numbers in one form each (canonicalNumber):
 // two encodings of the same value are the same bytes, and two values are
-// never.
+// never. Text that decoding would not keep exactly, a surrogate escape
+// (a lone \ud800 becomes U+FFFD, where JavaScript keeps it) or bytes that
+// are not UTF-8, is hashed as written: a miss, never another's answer.
+// (No re-encoding has either, so as written it meets none.)
 func canonical(raw []byte) (json.RawMessage, error) {
+	if !utf8.Valid(raw) || surrogateEscape(raw) {
+		return raw, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -218,6 +225,21 @@ func canonical(raw []byte) (json.RawMessage, error) {
 		return nil, err
 	}
 	return json.Marshal(canonicalNumbers(v))
+}
+
+// surrogateEscape reports a \uD800-\uDFFF in raw (or what looks like
+// one after an escaped backslash: a miss at worst).
+func surrogateEscape(raw []byte) bool {
+	for {
+		i := bytes.Index(raw, []byte(`\u`))
+		if i < 0 || i+3 >= len(raw) {
+			return false
+		}
+		if c, d := raw[i+2]|0x20, raw[i+3]|0x20; c == 'd' && (d >= '8' && d <= '9' || d >= 'a' && d <= 'f') {
+			return true
+		}
+		raw = raw[i+2:]
+	}
 }
 
 func canonicalNumbers(v any) any {

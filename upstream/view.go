@@ -52,7 +52,17 @@ func (v *View) Holds(name string) bool {
 // resources/templates/list) or of a method that names one (resources/read).
 func (v *View) Shows(list, id string) bool {
 	g := v.globs(list)
-	return g == nil || g.Admits(id)
+	if g == nil || !g.Admits(id) {
+		return g == nil
+	}
+	if g != &v.Resources {
+		return true
+	}
+	// A URI is read and watched upstream in its normalized form: a
+	// spelling the globs admit of a resource they do not (percent-encoded
+	// letters, dot segments) shows nothing more.
+	n := mcp.NormalizeURI(id)
+	return n == id || g.Admits(n)
 }
 
 // Filters reports whether the view leaves out some items of list.

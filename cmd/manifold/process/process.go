@@ -185,14 +185,16 @@ func (p *Process) links(v *upstream.View) []frontend.Link {
 		frontend.CheckOrigin(p.cfg.AllowedOrigins),
 		frontend.SingleValued(append([]string{"Authorization"}, p.cfg.Cache.CredentialHeaders...)),
 		frontend.Authenticate(p.auth, p.resource, p.log),
-	}
-	if v != nil {
-		links = append(links, frontend.AtEndpoint(v))
-	}
-	return append(links,
 		frontend.RateLimit(p.limits.principal, p.limits.principalRefused),
 		frontend.LimitBody(int64(p.cfg.MaxRequestBytes)),
-	)
+	}
+	if v != nil {
+		// After the rate limit, as the 404 of the paths beside an endpoint
+		// is (mountEndpoints): a caller it does not admit spends its limit
+		// here as there, and is refused 429 alike once it is spent.
+		links = append(links, frontend.AtEndpoint(v))
+	}
+	return links
 }
 
 // mux routes the main listener's paths: /mcp, and the 2024-11-05 HTTP+SSE
