@@ -291,9 +291,13 @@ func TestEndpointHiddenFromWhomItDoesNotAdmit(t *testing.T) {
 				t.Errorf("%s %s as %s: HTTP %d %q, want what /mcp/nothing-here answers: HTTP %d %q", r.method, r.path, who, got.Status, got.Body, nothing.Status, nothing.Body)
 			}
 		}
-		anon, anonNothing := send(r, ""), send(req{r.method, "/mcp/nothing-here", r.body}, "")
-		if anon.Status != http.StatusUnauthorized || anonNothing.Status != anon.Status || anon.Header.Get("WWW-Authenticate") != anonNothing.Header.Get("WWW-Authenticate") {
-			t.Errorf("%s %s without a token: HTTP %d %q; beside it: HTTP %d %q", r.method, r.path, anon.Status, anon.Header.Get("WWW-Authenticate"), anonNothing.Status, anonNothing.Header.Get("WWW-Authenticate"))
+		// Beside it, and anywhere else: the challenge does not tell in
+		// which folder a restricted endpoint lives.
+		for _, elsewhere := range []string{"/mcp/nothing-here", "/teams/nothing-here", "/nothing-here"} {
+			anon, anonNothing := send(r, ""), send(req{r.method, elsewhere, r.body}, "")
+			if anon.Status != http.StatusUnauthorized || anonNothing.Status != anon.Status || anon.Header.Get("WWW-Authenticate") != anonNothing.Header.Get("WWW-Authenticate") {
+				t.Errorf("%s %s without a token: HTTP %d %q; at %s: HTTP %d %q", r.method, r.path, anon.Status, anon.Header.Get("WWW-Authenticate"), elsewhere, anonNothing.Status, anonNothing.Header.Get("WWW-Authenticate"))
+			}
 		}
 	}
 	if r := send(reqs[0], f.dev); r.Status != http.StatusOK || r.Error != nil {

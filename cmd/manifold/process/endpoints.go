@@ -3,7 +3,6 @@ package process
 import (
 	"fmt"
 	"net/http"
-	"path"
 	"slices"
 
 	"github.com/manifold-mcp/manifold/internal/config"
@@ -60,25 +59,22 @@ func (p *Process) viewAt(at string) (*upstream.View, error) {
 // mountEndpoints serves every endpoint on mux. An endpoint with access
 // rules is hidden from the callers it does not admit (404); so that an
 // unauthenticated caller cannot tell it from a path nothing is served on
-// either, every other path beside it answers as it does: 401 without
+// either, every other path of the listener answers as it does: 401 without
 // credentials, 404 with them.
 func (p *Process) mountEndpoints(mux *http.ServeMux, legacy *frontend.Legacy, sse *frontend.SSE) {
-	hidden := map[string]bool{}
+	hidden := false
 	for _, v := range p.views {
 		links := p.links(v)
 		mux.Handle(v.Path, frontend.Chain(frontend.NewHTTP(p.dispatch, legacy), links...))
 		mux.Handle(v.Path+frontend.SSEStreamPath, frontend.Chain(sse.Stream(), links...))
 		mux.Handle(v.Path+frontend.SSEMessagesPath, frontend.Chain(sse.Messages(), links...))
-		if len(v.Access) > 0 && p.auth.Enabled() {
-			hidden[path.Dir(v.Path)] = true
-		}
+		hidden = hidden || len(v.Access) > 0 && p.auth.Enabled()
 	}
-	for dir := range hidden {
-		tree := dir
-		if tree != "/" {
-			tree += "/"
-		}
-		mux.Handle(tree, frontend.Chain(http.NotFoundHandler(), p.links(nil)...))
+	if hidden {
+		// Every other path challenges a caller without credentials as a
+		// restricted endpoint does, so that the challenge tells nothing of
+		// where one lives; once authenticated, it is not found.
+		mux.Handle("/", frontend.Chain(http.NotFoundHandler(), p.links(nil)...))
 	}
 }
 
