@@ -65,8 +65,9 @@ func (r *Router) decorate(res json.RawMessage, cacheable bool) (json.RawMessage,
 }
 
 // appendMeta appends the result `_meta` meta with Manifold's serverInfo in
-// place of any the upstream put there; a `_meta` that is not an object is
-// replaced.
+// place of any the upstream put there, and without the upstream's own
+// MetaCache (only Manifold says an answer came from its cache); a `_meta`
+// that is not an object is replaced.
 func (r *Router) appendMeta(out, meta []byte) []byte {
 	out = append(out, '{')
 	out = append(out, r.serverInfo...)
@@ -76,7 +77,7 @@ func (r *Router) appendMeta(out, meta []byte) []byte {
 		return append(out, '}')
 	}
 	for _, m := range members {
-		if jsonrpc.KeyIs(m.Key, mcp.MetaServerInfo) {
+		if jsonrpc.KeyIs(m.Key, mcp.MetaServerInfo) || jsonrpc.KeyIs(m.Key, MetaCache) {
 			continue
 		}
 		out = append(out, ',')

@@ -35,6 +35,7 @@ func decorateByMaps(res json.RawMessage, cacheable bool) (json.RawMessage, error
 		meta = jsonrpc.Object{}
 	}
 	_ = meta.Set(mcp.MetaServerInfo, mcp.ServerInfo)
+	delete(meta, MetaCache)
 	obj["_meta"] = meta.Marshal()
 	return obj.Marshal(), nil
 }
@@ -45,7 +46,7 @@ func FuzzDecorate(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `{"contents":[{"uri":"a","text":"b"}]}`, `{"resultType":"input_required","inputRequests":{}}`,
 		`{"ttlMs":5,"cacheScope":"public","_meta":{"x":1}}`, `{"cacheScope":"Public"}`, `{"_meta":null}`, `{"_meta":[1]}`,
-		`{"a":1,"a":2}`, `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"},"k":"v"}}`, `{"\u005fmeta":{"y":2}}`,
+		`{"a":1,"a":2}`, `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"},"k":"v"}}`, `{"\u005fmeta":{"y":2}}`, `{"_meta":{"io.manifold/cache":{"tier":"memory"},"io.manifold\/cache":1,"z":3}}`,
 		`{"resultType":"complete","ttlMs":1,"cacheScope":"private","tools":[]}`, ` { "content" : [ ] } `,
 	} {
 		f.Add([]byte(s), true)

@@ -10,6 +10,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -392,9 +393,10 @@ func (r *Router) shape(u *upstream.Upstream, req *mcp.Request, res json.RawMessa
 		return r.shapeList(u, m, res)
 	case m.Route == mcp.RouteAll:
 		return res, nil
-	case req.CallerVersion != "" && !m.Cacheable:
+	case req.CallerVersion != "" && !m.Cacheable && !bytes.Contains(res, metaCacheKey):
 		// A legacy caller's answer, which no cache shares: what decorate
-		// adds, its frontend would take away (legacyResult).
+		// adds, its frontend would take away (legacyResult). One that
+		// names Manifold's cache marker is decorated, which drops it.
 		return res, nil
 	}
 	return r.decorate(res, m.Cacheable)

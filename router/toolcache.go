@@ -37,6 +37,9 @@ import (
 // the cache: {"tier": "memory"|"redis"|"stale", "ageMs": N}.
 const MetaCache = "io.manifold/cache"
 
+// metaCacheKey is MetaCache as an answer's bytes spell it.
+var metaCacheKey = []byte(MetaCache)
+
 // toolCall is the cache policy of one tool call, and what the cache told
 // of its answer.
 type toolCall struct {

@@ -1,9 +1,12 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Attacks on the tool cache (issue #21): arguments an upstream tells
@@ -30,5 +33,32 @@ func TestToolCacheKeepsLoneSurrogatesApart(t *testing.T) {
 	}
 	if again := callToolAs(t, p.URL, "", "ts_codes", `{"q":"\ud800"}`); again.Cache == nil || again.Text != first.Text {
 		t.Errorf("the same call again: %+v", again)
+	}
+}
+
+// Only Manifold says an answer came from its cache: an upstream's own
+// `io.manifold/cache` in a result's _meta is dropped, for a modern caller
+// and a legacy one, with or without a tool cache; the upstream's other
+// _meta members pass.
+func TestUpstreamCannotClaimTheCacheMarker(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "liar", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "lie", InputSchema: objectSchema(`{}`), Annotations: readOnly}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		r := textResult("fresh from the upstream")
+		r.Meta = mcp.Meta{"io.manifold/cache": map[string]any{"tier": "memory", "ageMs": 1}, "example.com/kept": "yes"}
+		return r, nil
+	})
+	up := modernSDK(t, s)
+	for _, cache := range []string{"", toolCacheYAML("60s", "public")} {
+		p := startProxy(t, "upstreams:"+httpUpstreamYAML("u", up.URL, cache))
+		a := callToolAs(t, p.URL, "", "u_lie", `{}`)
+		if a.Cache != nil || !strings.Contains(string(a.Raw.Result), `"example.com/kept":"yes"`) {
+			t.Errorf("tool_cache %q, a fresh answer's _meta: %s", cache, a.Raw.Result)
+		}
+		sid, _ := initialize(t, p.URL, "2025-11-25")
+		legacyPost(t, p.URL, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		r := legacyPost(t, p.URL, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"u_lie","arguments":{}}}`)
+		if strings.Contains(string(r.Result), "io.manifold/cache") || !strings.Contains(string(r.Result), "fresh from the upstream") {
+			t.Errorf("tool_cache %q, a legacy caller's answer: %s", cache, r.Body)
+		}
 	}
 }
