@@ -110,7 +110,7 @@ func Decode(data []byte) (*Message, *Error) {
 	if len(data) == 0 {
 		return nil, Errorf(CodeInvalidRequest, "empty body")
 	}
-	if !json.Valid(data) {
+	if !Valid(data) {
 		return nil, Errorf(CodeParseError, "parse error: body is not valid JSON")
 	}
 	if data[0] == '[' {

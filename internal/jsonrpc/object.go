@@ -25,7 +25,7 @@ func ParseObject(raw json.RawMessage) (Object, error) {
 	if raw[0] != '{' {
 		return nil, errors.New("not a JSON object")
 	}
-	if !json.Valid(raw) {
+	if !Valid(raw) {
 		return nil, errors.New("not valid JSON")
 	}
 	return split(raw)
@@ -36,7 +36,7 @@ func ParseObject(raw json.RawMessage) (Object, error) {
 func ParseValid(raw json.RawMessage) (Object, error) { return split(raw) }
 
 // split is ParseObject for input already known to be a valid JSON object:
-// a member of a parsed Object, or a message that passed json.Valid.
+// a member of a parsed Object, or a message that passed Valid.
 func split(raw []byte) (Object, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -68,7 +68,7 @@ func split(raw []byte) (Object, error) {
 	}
 }
 
-// The scanners below run on JSON already checked by json.Valid, so they only
+// The scanners below run on JSON already checked by Valid, so they only
 // find boundaries; they never judge syntax.
 
 func skipSpace(b []byte, i int) int {
