@@ -1,13 +1,11 @@
 package test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -84,7 +82,8 @@ func as(tok string) func(method, name string) http.Header {
 	}
 }
 
-// listAllAs follows cursors through a merged list at url as tok.
+// listAllAs follows cursors through a merged list at url as tok (none:
+// no Authorization).
 func listAllAs(t testing.TB, url, method, tok string) []listResult {
 	t.Helper()
 	var pages []listResult
@@ -507,7 +506,7 @@ endpoints:
     upstreams: [github]
     tools: {deny: [github_wait]}
 `
-	s := startStdioArgs(t, conf, "--endpoint", "/mcp/gh")
+	s := startStdio(t, conf, "--endpoint", "/mcp/gh")
 	var page listResult
 	s.ask(t, 1, rpcBody(1, "tools/list", "")).result(t, &page)
 	if got := ids([]listResult{page}, "tools"); !slices.Equal(got, []string{"github_echo", "github_progress"}) {
@@ -536,23 +535,6 @@ endpoints:
 // unusedIssuer is an auth section naming an issuer that is never asked
 // (the configuration only has to validate).
 const unusedIssuer = "auth:\n  jwt: {issuer: \"https://idp.example.com\", audiences: [m], jwks_url: \"https://idp.example.com/jwks\"}\n"
-
-// startStdioArgs is startStdio with more arguments.
-func startStdioArgs(t *testing.T, yamlText string, args ...string) *stdioProcess {
-	t.Helper()
-	cmd := exec.Command(manifoldBin, append([]string{"stdio", "--config", writeConfig(t, yamlText)}, args...)...)
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	s := &stdioProcess{in: in, logs: &logBuffer{}}
-	cmd.Stderr = s.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); _ = cmd.Wait() })
-	s.lines = bufio.NewScanner(out)
-	s.lines.Buffer(make([]byte, 64<<10), 1<<20)
-	return s
-}
 
 // A view's globs are of the names as the endpoint lists them: without
 // namespaces, an endpoint of the second of two upstreams that both list

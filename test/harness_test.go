@@ -309,23 +309,7 @@ type readResult struct {
 // listAll follows cursors through a merged list, returning every page.
 func listAll(t testing.TB, url, method string) []listResult {
 	t.Helper()
-	var pages []listResult
-	cursor := ""
-	for i := 0; i < 100; i++ {
-		params := ""
-		if cursor != "" {
-			params = fmt.Sprintf(`"cursor":%q`, cursor)
-		}
-		var page listResult
-		post(t, url, headers(method, ""), rpcBody(i+1, method, params)).result(t, &page)
-		pages = append(pages, page)
-		if page.NextCursor == "" {
-			return pages
-		}
-		cursor = page.NextCursor
-	}
-	t.Fatal("more than 100 pages")
-	return nil
+	return listAllAs(t, url, method, "")
 }
 
 func uris(pages []listResult) []string {

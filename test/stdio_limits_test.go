@@ -17,9 +17,10 @@ type stdioProcess struct {
 	logs  *logBuffer
 }
 
-func startStdio(t *testing.T, yamlText string) *stdioProcess {
+// startStdio starts `manifold stdio` on yamlText, with args after it.
+func startStdio(t *testing.T, yamlText string, args ...string) *stdioProcess {
 	t.Helper()
-	cmd := exec.Command(manifoldBin, "stdio", "--config", writeConfig(t, yamlText))
+	cmd := exec.Command(manifoldBin, append([]string{"stdio", "--config", writeConfig(t, yamlText)}, args...)...)
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	s := &stdioProcess{in: in, logs: &logBuffer{}}

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -72,19 +71,11 @@ func (c *Config) validatePublicURL(ps *problems) {
 	switch {
 	case err != nil || p.Host == "" || (p.Scheme != "https" && p.Scheme != "http"):
 		ps.add("public_url", "must be an absolute http(s) URL, not %q", c.PublicURL)
-	case p.Scheme == "http" && !loopbackHost(p.Hostname()):
+	case p.Scheme == "http" && !isLoopback(p.Hostname()):
 		ps.add("public_url", "must be https outside loopback: the callback carries authorization codes")
 	case p.RawQuery != "" || p.Fragment != "":
 		ps.add("public_url", "must have no query or fragment")
 	}
-}
-
-func loopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 func isHTTPSURL(s string) bool {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -39,7 +40,7 @@ func (c *Client) consent(ctx context.Context, principal string, d *discovery, sc
 	if d.server.AuthorizationEndpoint == "" {
 		return nil, fmt.Errorf("authorization server %s names no authorization endpoint", d.server.Issuer)
 	}
-	if contains(d.server.ScopesSupported, "offline_access") && len(scopes) > 0 && !contains(scopes, "offline_access") {
+	if slices.Contains(d.server.ScopesSupported, "offline_access") && len(scopes) > 0 && !slices.Contains(scopes, "offline_access") {
 		// A refresh token, so the user is not asked again when the
 		// access token expires.
 		scopes = append(slices.Clip(scopes), "offline_access")
@@ -106,7 +107,7 @@ func PendingUpstream(ctx context.Context, store Store, secret []byte, state stri
 		return "", false
 	}
 	var p pending
-	if err := unmarshal(v, &p); err != nil {
+	if err := json.Unmarshal(v, &p); err != nil {
 		return "", false
 	}
 	return p.Upstream, true

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -122,10 +123,8 @@ func (c *Client) open(sealed []byte, key, principal string, v any) error {
 	if err != nil {
 		return err
 	}
-	return unmarshal(b, v)
+	return json.Unmarshal(b, v)
 }
-
-func unmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // grantKey is where principal's grant is stored.
 func (c *Client) grantKey(principal string) string {
@@ -157,21 +156,11 @@ func (c *Client) accepted(principal string) {
 	delete(c.stepUps, principal)
 }
 
-// scopesHeld is what principal's grant covers.
-func (c *Client) scopesHeld(principal string) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if g := c.grants[principal]; g != nil {
-		return g.Scopes
-	}
-	return nil
-}
-
 // union is a and b without repeats, in order.
 func union(a, b []string) []string {
 	out := append([]string(nil), a...)
 	for _, s := range b {
-		if !contains(out, s) {
+		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}

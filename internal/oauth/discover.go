@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -116,7 +117,7 @@ func (c *Client) discover(ctx context.Context, ch challenge) (*discovery, error)
 		if err != nil {
 			return nil, err
 		}
-		return &discovery{server: as, resource: c.o.Resource, scopes: fields(ch.Scope)}, nil
+		return &discovery{server: as, resource: c.o.Resource, scopes: strings.Fields(ch.Scope)}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -128,7 +129,7 @@ func (c *Client) discover(ctx context.Context, ch challenge) (*discovery, error)
 	if err != nil {
 		return nil, err
 	}
-	d := &discovery{server: as, resource: prm.Resource, scopes: fields(ch.Scope)}
+	d := &discovery{server: as, resource: prm.Resource, scopes: strings.Fields(ch.Scope)}
 	if len(d.scopes) == 0 {
 		d.scopes = prm.ScopesSupported
 	}
@@ -240,7 +241,7 @@ func checkServer(m *serverMetadata) error {
 	if m.TokenEndpoint == "" {
 		return fmt.Errorf("authorization server %s names no token endpoint", m.Issuer)
 	}
-	if len(m.CodeChallengeMethodsSupported) > 0 && !contains(m.CodeChallengeMethodsSupported, "S256") {
+	if len(m.CodeChallengeMethodsSupported) > 0 && !slices.Contains(m.CodeChallengeMethodsSupported, "S256") {
 		return fmt.Errorf("authorization server %s does not support PKCE S256", m.Issuer)
 	}
 	return nil
@@ -269,15 +270,4 @@ func (c *Client) getJSON(ctx context.Context, at string, v any) (found bool, err
 		return false, fmt.Errorf("%s: %w", at, err)
 	}
 	return true, nil
-}
-
-func fields(s string) []string { return strings.Fields(s) }
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

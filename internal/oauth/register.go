@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -60,9 +61,9 @@ func (c *Client) authMethod(as *serverMetadata, secret bool) string {
 	switch {
 	case !secret:
 		return "none"
-	case len(as.TokenEndpointAuthMethodsSupported) == 0 || contains(as.TokenEndpointAuthMethodsSupported, "client_secret_basic"):
+	case len(as.TokenEndpointAuthMethodsSupported) == 0 || slices.Contains(as.TokenEndpointAuthMethodsSupported, "client_secret_basic"):
 		return "client_secret_basic"
-	case contains(as.TokenEndpointAuthMethodsSupported, "client_secret_post"):
+	case slices.Contains(as.TokenEndpointAuthMethodsSupported, "client_secret_post"):
 		return "client_secret_post"
 	}
 	return "client_secret_basic"
@@ -72,7 +73,7 @@ func (c *Client) authMethod(as *serverMetadata, secret bool) string {
 // redirect is Manifold's callback.
 func (c *Client) registerDynamically(ctx context.Context, as *serverMetadata) (registration, error) {
 	method := "none"
-	if m := as.TokenEndpointAuthMethodsSupported; len(m) > 0 && !contains(m, "none") {
+	if m := as.TokenEndpointAuthMethodsSupported; len(m) > 0 && !slices.Contains(m, "none") {
 		method = c.authMethod(as, true)
 	}
 	body, _ := json.Marshal(map[string]any{

@@ -155,7 +155,7 @@ func (c *Client) requestToken(ctx context.Context, endpoint string, reg registra
 	if t.TokenType != "" && !strings.EqualFold(t.TokenType, "Bearer") {
 		return nil, fmt.Errorf("token request: token type %q, not Bearer", t.TokenType)
 	}
-	g := &grant{Access: t.AccessToken, Refresh: t.RefreshToken, Scopes: fields(t.Scope), Token: endpoint, Reg: reg}
+	g := &grant{Access: t.AccessToken, Refresh: t.RefreshToken, Scopes: strings.Fields(t.Scope), Token: endpoint, Reg: reg}
 	if t.ExpiresIn > 0 {
 		g.Expires = time.Now().Add(time.Duration(t.ExpiresIn * float64(time.Second)))
 	}
