@@ -257,9 +257,10 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 		// Every spelling of one URI is one entry, under one tag, and the
 		// upstream is asked in the spelling that keys it.
 		asked := req.Params.String("uri")
-		tag = mcp.URITag(asked)
-		if n := mcp.NormalizeURI(asked); n != asked {
-			req = withURI(req, n)
+		normal := mcp.NormalizeURI(asked)
+		tag = mcp.TagOfNormal(normal)
+		if normal != asked {
+			req = withURI(req, normal)
 		}
 	}
 	fill := func(ctx context.Context) (json.RawMessage, error) { return r.call(ctx, u, req, uri) }

@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -79,12 +78,7 @@ func (r *Router) toolPolicy(ctx context.Context, set *upstream.Set, m *mcp.Metho
 
 // cachedCall answers a call under tc, through the cache.
 func (r *Router) cachedCall(ctx context.Context, u *upstream.Upstream, req *mcp.Request, tc *toolCall) (json.RawMessage, error) {
-	res, err := r.fetch(context.WithValue(ctx, toolCallKey{}, tc), u, req, "")
-	var ue *unavailableError
-	if errors.As(err, &ue) {
-		r.log.Debug("call failed", "upstream", u.Name(), "method", req.Method, "err", ue.err)
-		return nil, ue.rpc()
-	}
+	res, err := r.answerNow(context.WithValue(ctx, toolCallKey{}, tc), u, req)
 	if err != nil {
 		return nil, err
 	}

@@ -59,7 +59,9 @@ func alreadyNormal(uri string) bool {
 
 // hasDotSegment reports a "." or ".." segment in path.
 func hasDotSegment(path string) bool {
-	for _, seg := range strings.Split(path, "/") {
+	for rest, more := path, true; more; {
+		var seg string
+		seg, rest, more = strings.Cut(rest, "/")
 		if seg == "." || seg == ".." {
 			return true
 		}
@@ -110,8 +112,11 @@ func normalize(uri string) string {
 // URITag is the invalidation tag of a URI: its normalized form without the
 // fragment, which names a part of the resource, so that a change announced
 // for the resource reaches a read of any part of it.
-func URITag(uri string) string {
-	n := NormalizeURI(uri)
+func URITag(uri string) string { return TagOfNormal(NormalizeURI(uri)) }
+
+// TagOfNormal is URITag of a URI NormalizeURI already gave: it without its
+// fragment.
+func TagOfNormal(n string) string {
 	if i := strings.IndexByte(n, '#'); i >= 0 {
 		return n[:i]
 	}
