@@ -52,7 +52,8 @@ type Options struct {
 	// Handler answers every request that is not a stream.
 	Handler router.Handler
 	// Links are what Handler is wrapped in (tracing, metrics, the audit
-	// log), put around the requests the dispatcher answers itself too: a
+	// log), once, by NewDispatcher; and around the requests the
+	// dispatcher answers itself too: a
 	// listen up to its acknowledgment, a legacy session's initialize, ping,
 	// logging/setLevel and resources/(un)subscribe. Every request is then
 	// traced, counted and audited alike.
@@ -78,6 +79,9 @@ func NewDispatcher(o Options) *Dispatcher {
 	}
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 25 * time.Second
+	}
+	if o.Handler != nil {
+		o.Handler = router.Chain(o.Handler, o.Links...)
 	}
 	return &Dispatcher{o: o}
 }

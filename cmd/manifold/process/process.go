@@ -137,7 +137,7 @@ func (p *Process) newDispatcher(ns namespace.Namespace) *frontend.Dispatcher {
 	})
 	links := append([]router.Link{router.Traced(), router.Observed(p.metrics.request)}, p.auditLink()...)
 	return frontend.NewDispatcher(frontend.Options{
-		Handler:      router.Chain(rt, links...),
+		Handler:      rt,
 		Links:        links,
 		Hub:          p.hub,
 		Capabilities: rt.Capabilities,
