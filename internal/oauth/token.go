@@ -30,8 +30,19 @@ type grant struct {
 	Reg      registration `json:"g"`
 }
 
-// refreshAhead is how long before its expiry a token is refreshed.
-const refreshAhead = time.Minute
+// refreshAhead is how long before its expiry a token is refreshed, and
+// refreshTimeout how long a refresh may take.
+const (
+	refreshAhead   = time.Minute
+	refreshTimeout = 30 * time.Second
+)
+
+// refusedError is a token endpoint's refusal (RFC 6749 §5.2), as opposed
+// to a failure to reach it.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
 
 // grantKeep is how long a grant without a known end is kept.
 const grantKeep = 90 * 24 * time.Hour
@@ -91,19 +102,27 @@ func (c *Client) current(ctx context.Context, principal string) (*grant, error) 
 }
 
 // renew replaces stale, refreshing it, or (client credentials) asking for
-// a new grant; a refresh that fails drops the grant, and the user is asked
-// again.
+// a new grant. A refresh the server refuses drops the grant, and the user
+// is asked again; one that cannot be had (the server unreachable or
+// failing) keeps it, and the request fails. The refresh is shared by the
+// principal's concurrent requests, so none of them leaving ends it.
 func (c *Client) renew(ctx context.Context, principal string, stale *grant) (*grant, error) {
 	v, err, _ := c.refresh.Do(principal, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTimeout)
+		defer cancel()
 		if c.o.Mode == ModeClientCredentials {
 			return c.clientCredentials(ctx)
 		}
 		form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {stale.Refresh}, "resource": {stale.Resource}}
 		g, err := c.requestToken(ctx, stale.Token, stale.Reg, form)
-		if err != nil {
-			c.log.Info("oauth: a refresh failed; the user will be asked again", "err", err)
+		var refused *refusedError
+		if errors.As(err, &refused) {
+			c.log.Info("oauth: a refresh was refused; the user will be asked again", "err", err)
 			c.drop(ctx, principal)
 			return (*grant)(nil), nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("refreshing the token: %w", err)
 		}
 		if g.Refresh == "" {
 			g.Refresh = stale.Refresh // the server keeps the one it issued
@@ -140,7 +159,11 @@ func (c *Client) requestToken(ctx context.Context, endpoint string, reg registra
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxMetadataBytes))
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("token request: HTTP %d: %s", resp.StatusCode, redact(strings.TrimSpace(string(body))))
+		err := fmt.Errorf("token request: HTTP %d: %s", resp.StatusCode, redact(strings.TrimSpace(string(body))))
+		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized {
+			return nil, &refusedError{err} // RFC 6749 §5.2: the grant or the client is not accepted
+		}
+		return nil, err
 	}
 	var t struct {
 		AccessToken  string  `json:"access_token"`
