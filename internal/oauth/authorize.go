@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 )
 
 // pending is an authorization waiting for its callback: everything the
@@ -45,6 +46,10 @@ func (c *Client) consent(ctx context.Context, principal string, d *discovery, sc
 		// access token expires.
 		scopes = append(slices.Clip(scopes), "offline_access")
 	}
+	asks := d.server.Issuer + "\x00" + strings.Join(scopes, " ")
+	if url, ok := c.shown(principal, asks); ok {
+		return &ConsentRequired{Upstream: c.o.Upstream, URL: url}, nil
+	}
 	state, verifier := randomToken(), randomToken()
 	p := pending{Upstream: c.o.Upstream, Digest: c.digest, Principal: principal, Verifier: verifier, Issuer: d.server.Issuer,
 		IssParam: d.server.IssParameterSupported, Scopes: scopes, Resource: d.resource, Token: d.server.TokenEndpoint, Reg: reg}
@@ -66,7 +71,33 @@ func (c *Client) consent(ctx context.Context, principal string, d *discovery, sc
 	if strings.Contains(d.server.AuthorizationEndpoint, "?") {
 		sep = "&"
 	}
-	return &ConsentRequired{Upstream: c.o.Upstream, URL: d.server.AuthorizationEndpoint + sep + q.Encode()}, nil
+	u := d.server.AuthorizationEndpoint + sep + q.Encode()
+	c.show(principal, askedConsent{scopes: asks, url: u, until: time.Now().Add(pendingTTL / 2)})
+	return &ConsentRequired{Upstream: c.o.Upstream, URL: u}, nil
+}
+
+// shown returns the consent principal was last shown for asks, while its
+// pending authorization has at least half its time left.
+func (c *Client) shown(principal, asks string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.asked[principal]
+	return a.url, ok && a.scopes == asks && time.Now().Before(a.until)
+}
+
+// show records the consent principal is shown; a zero a forgets it (its
+// authorization was spent).
+func (c *Client) show(principal string, a askedConsent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.asked) >= maxGrantsInMemory {
+		c.asked = map[string]askedConsent{}
+	}
+	if a.url == "" {
+		delete(c.asked, principal)
+		return
+	}
+	c.asked[principal] = a
 }
 
 func pendingKey(state string) string {
@@ -125,6 +156,7 @@ func (c *Client) Callback(ctx context.Context, q url.Values) error {
 	if p.Upstream != c.o.Upstream || p.Digest != c.digest {
 		return ErrUnknownState // made for a configuration a reload replaced
 	}
+	c.show(p.Principal, askedConsent{}) // spent: the next consent is a new one
 	if err := checkIssuer(p, q); err != nil {
 		return err
 	}

@@ -36,6 +36,16 @@ type Client struct {
 	// stepUps counts, per principal, the consents asked for more scope
 	// since its last request the server accepted.
 	stepUps map[string]int
+	// asked is, per principal, the consent it was last shown, shown again
+	// to its requests while the pending authorization has time left: one
+	// user's calls keep one pending, not one each.
+	asked map[string]askedConsent
+}
+
+type askedConsent struct {
+	scopes string // what it asks for, with the issuer
+	url    string
+	until  time.Time
 }
 
 // maxGrantsInMemory bounds the grants a replica keeps in front of the
@@ -55,7 +65,7 @@ func New(o Options, secret []byte) *Client {
 		o.ClientName = "Manifold"
 	}
 	return &Client{o: o, log: o.Logger.With("upstream", o.Upstream), sealer: newSealer(secret), digest: configDigest(o),
-		grants: map[string]*grant{}, stepUps: map[string]int{}}
+		grants: map[string]*grant{}, stepUps: map[string]int{}, asked: map[string]askedConsent{}}
 }
 
 // configDigest names a configuration: a reload that changes it leaves the
