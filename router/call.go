@@ -43,6 +43,7 @@ func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, r
 	var res json.RawMessage
 	var err error
 	if tc := r.toolPolicy(ctx, set, m, u, name, inner, &sub); tc != nil {
+		sub.Shared = true
 		res, err = r.cachedCall(ctx, u, &sub, tc)
 	} else {
 		res, err = r.answer(ctx, u, &sub)

@@ -394,7 +394,7 @@ func (r *Router) shape(u *upstream.Upstream, req *mcp.Request, res json.RawMessa
 		return r.shapeList(u, m, res)
 	case m.Route == mcp.RouteAll:
 		return res, nil
-	case req.CallerVersion != "" && !m.Cacheable && !bytes.Contains(res, metaCacheKey):
+	case req.Unshared() && !bytes.Contains(res, metaCacheKey):
 		// A legacy caller's answer, which no cache shares: what decorate
 		// adds, its frontend would take away (legacyResult). One that
 		// names Manifold's cache marker is decorated, which drops it.

@@ -62,3 +62,24 @@ func TestUpstreamCannotClaimTheCacheMarker(t *testing.T) {
 		}
 	}
 }
+
+// A legacy caller that declares no capabilities (so takes no questions)
+// is served from the tool cache like any other: its second call does not
+// reach the upstream. (A 2026-07-28 caller declares other capabilities,
+// which key another entry.)
+func TestToolCacheServesALegacyCallerWithoutCapabilities(t *testing.T) {
+	counts := &toolCounts{n: map[string]int{}}
+	up := modernSDK(t, cachedToolServer(counts))
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("t", up.URL, toolCacheYAML("60s", "public")))
+	sid, _ := initialize(t, p.URL, "2025-11-25")
+	legacyPost(t, p.URL, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for i := range 2 {
+		r := legacyPost(t, p.URL, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"t_search","arguments":{"q":"l","n":1}}}`, i+2))
+		if !strings.Contains(string(r.Result), "search q=l n=1") || strings.Contains(string(r.Result), "resultType") {
+			t.Fatalf("legacy call %d: %s", i+1, r.Body)
+		}
+	}
+	if n := counts.get(callKey("search", "l", 1)); n != 1 {
+		t.Errorf("two legacy calls of a cached read-only tool: %d upstream calls", n)
+	}
+}

@@ -94,7 +94,7 @@ func (u *Upstream) speaksCallersEra(req *mcp.Request) bool {
 // the server supports, for an answer no cache keeps.
 func (u *Upstream) speaksEra(s *session, req *mcp.Request) bool {
 	v := req.CallerVersion
-	return v != "" && mcp.HasVersionHeader(v) && s.Modern && !mcp.Cacheable(req.Method) && slices.Contains(s.Versions, v) &&
+	return req.Unshared() && mcp.HasVersionHeader(v) && s.Modern && slices.Contains(s.Versions, v) &&
 		u.overHTTP() && !takesQuestions(req)
 }
 

@@ -83,7 +83,7 @@ func (u *Upstream) translateResponse(s *session, req *mcp.Request, r *reply) *Re
 	if r.Error != nil {
 		return &Response{Error: r.Error}
 	}
-	if s.Modern || req.CallerVersion != "" && !mcp.Cacheable(method) {
+	if s.Modern || req.Unshared() {
 		// Modern already; or legacy for a legacy caller, and shared with
 		// no other (no cache keeps it): as it came.
 		return &Response{Result: r.Result}

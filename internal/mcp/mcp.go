@@ -175,7 +175,16 @@ type Request struct {
 	// session's), "" for a 2026-07-28 caller: an upstream that speaks it
 	// too may be asked in it.
 	CallerVersion string
+	// Shared marks a request whose answer a cache keeps although its
+	// method's answers are not cached (a tool call under a tool cache):
+	// it is answered whole, in the modern era, for callers of every era.
+	Shared bool
 }
+
+// Unshared reports whether r's answer is its legacy caller's alone: no
+// cache keeps it, so it may be asked and answered in the caller's own
+// revision, as the upstream sent it.
+func (r *Request) Unshared() bool { return r.CallerVersion != "" && !Cacheable(r.Method) && !r.Shared }
 
 // Ask puts a server-to-client request to the caller of a request and
 // returns its result; an error is the caller's refusal or absence.
