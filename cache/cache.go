@@ -47,6 +47,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/mcptrace"
 	"github.com/manifold-mcp/manifold/internal/seal"
 )
 
@@ -282,18 +283,24 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 		r.served(TierUpstream)
 		return fill(ctx)
 	}
-	ctx, span := tracer.Start(ctx, "cache.lookup", trace.WithAttributes(attribute.String("manifold.upstream", r.Upstream)))
+	ctx, span := mcptrace.Start(ctx, tracer, "cache.lookup", func() []trace.SpanStartOption {
+		return []trace.SpanStartOption{trace.WithAttributes(attribute.String("manifold.upstream", r.Upstream))}
+	})
 	defer span.End()
 	now := c.now()
 	if res, ok := c.fromMemory(l, now); ok {
-		span.SetAttributes(attrTier.String("memory"), attrHit.Bool(true))
+		if span.IsRecording() {
+			span.SetAttributes(attrTier.String("memory"), attrHit.Bool(true))
+		}
 		c.maybeRefresh(ctx, l, fill, now)
 		r.served(TierMemory)
 		r.aged(l.hit, now)
 		return res, nil
 	}
 	if res, ok := c.fromRedis(ctx, l, now); ok {
-		span.SetAttributes(attrTier.String("redis"), attrHit.Bool(true))
+		if span.IsRecording() {
+			span.SetAttributes(attrTier.String("redis"), attrHit.Bool(true))
+		}
 		c.maybeRefresh(ctx, l, fill, now)
 		r.served(TierRedis)
 		r.aged(l.hit, now)
@@ -328,20 +335,17 @@ var (
 )
 
 func (c *Cache) newLookup(r Request, st *counters) (*lookup, error) {
-	dig, err := digest(r.EraChanges, r.Req.Method, r.Req.Params, r.Req.Meta, r.Req.Header, r.Forwarded, c.fp.set)
+	sum, err := digest(r.EraChanges, r.Req.Method, r.Req.Params, r.Req.Meta, r.Req.Header, r.Forwarded, c.fp.set)
 	if err != nil {
 		return nil, err
 	}
-	l := &lookup{r: r, st: st, fp: c.fp.of(r.Req.Header, r.Principal), dig: dig, th: tagHash(r.Tag)}
-	l.gid = r.Upstream + "\x00" + l.th
 	prefix := ""
 	if c.redis != nil {
 		prefix = c.redis.prefix
 	}
-	l.keys = [2]string{
-		entryKey(prefix, r.Upstream, l.th, mcp.ScopePrivate, l.fp, r.Req.Method, dig),
-		entryKey(prefix, r.Upstream, l.th, mcp.ScopePublic, "", r.Req.Method, dig),
-	}
+	fp := c.fp.of(r.Req.Header, r.Principal)
+	k := newLookupKeys(prefix, r.Upstream, r.Tag, fp, r.Req.Method, sum)
+	l := &lookup{r: r, st: st, fp: fp, dig: k.dig, th: k.th, gid: k.gid, keys: k.keys}
 	l.memGen = generation{Tag: c.gens.get(l.gid)}
 	if c.mem != nil {
 		// The memory epoch too is taken before the lookup: a flush during

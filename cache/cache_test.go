@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -133,7 +134,7 @@ func get(t *testing.T, c *Cache, r Request, f Fill) (text string, ttl int64, sco
 }
 
 func TestDigestCanonical(t *testing.T) {
-	d := func(era, params, meta string) string {
+	d := func(era, params, meta string) [sha256.Size]byte {
 		p, _ := jsonrpc.ParseObject([]byte(params))
 		m, _ := jsonrpc.ParseObject([]byte(meta))
 		e := uint64(0)
@@ -147,7 +148,7 @@ func TestDigestCanonical(t *testing.T) {
 		return s
 	}
 	base := d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`)
-	same := []string{
+	same := [][sha256.Size]byte{
 		d("2026-07-28", `{ "x" : {"a":[1, 2],"b":1}, "uri":"a" }`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
 		// members that do not change an answer are not keyed
 		d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":7,"traceparent":"00-x","io.modelcontextprotocol/clientInfo":{"name":"n"},"io.modelcontextprotocol/logLevel":"debug"}`),
@@ -160,7 +161,7 @@ func TestDigestCanonical(t *testing.T) {
 			t.Errorf("equivalent request %d hashed differently", i)
 		}
 	}
-	different := map[string]string{
+	different := map[string][sha256.Size]byte{
 		"uri":          d("2026-07-28", `{"uri":"b","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
 		"cursor":       d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]},"cursor":"c"}`, `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
 		"version":      d("2026-07-28", `{"uri":"a","x":{"b":1,"a":[1,2]}}`, `{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}`),

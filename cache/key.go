@@ -6,15 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"hash"
-	"hash/fnv"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
@@ -48,63 +45,77 @@ var unkeyedMeta = map[string]bool{
 // requests can collide by concatenation. Top-level scalars are hashed as
 // written: a string spelt with other escapes is another key, which costs a
 // miss, never a wrong hit.
-func digest(era uint64, method string, params, meta jsonrpc.Object, h http.Header, forwarded []string, credentials map[string]bool) (string, error) {
-	d := digester{h: sha256.New()}
-	d.field(strconv.AppendUint(d.scratch[:0], era, 10))
-	d.field([]byte(method))
+func digest(era uint64, method string, params, meta jsonrpc.Object, h http.Header, forwarded []string, credentials map[string]bool) (sum [sha256.Size]byte, err error) {
+	d := digesters.Get().(*digester)
+	defer d.done()
+	var num [20]byte
+	d.field(strconv.AppendUint(num[:0], era, 10))
+	d.str(method)
 	if err := d.object(params, nil); err != nil {
-		return "", err
+		return sum, err
 	}
 	if err := d.object(meta, unkeyedMeta); err != nil {
-		return "", err
+		return sum, err
 	}
-	var names []string
+	var arr [4]string
+	names := arr[:0]
 	for _, name := range forwarded {
 		if cn := http.CanonicalHeaderKey(name); !credentials[cn] {
 			names = append(names, cn)
 		}
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	d.count(len(names))
 	for _, name := range names {
 		vals := h.Values(name)
-		d.field([]byte(name))
+		d.str(name)
 		d.count(len(vals))
 		for _, v := range vals {
-			d.field([]byte(v))
+			d.str(v)
 		}
 	}
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(d.h.Sum(sum[:0])), nil
+	return sha256.Sum256(d.b), nil
 }
 
-type digester struct {
-	h       hash.Hash
-	scratch [binary.MaxVarintLen64]byte
+// A digester writes what digest hashes into one buffer, hashed once at
+// the end: no hash state, no conversion of a string to bytes per field.
+type digester struct{ b []byte }
+
+var digesters = sync.Pool{New: func() any { return &digester{b: make([]byte, 0, 1024)} }}
+
+func (d *digester) done() {
+	if cap(d.b) <= 64<<10 { // a huge request's buffer is not kept
+		d.b = d.b[:0]
+		digesters.Put(d)
+	}
 }
 
-func (d *digester) count(n int) {
-	d.h.Write(d.scratch[:binary.PutUvarint(d.scratch[:], uint64(n))])
+func (d *digester) count(n int) { d.b = binary.AppendUvarint(d.b, uint64(n)) }
+
+func (d *digester) str(s string) {
+	d.count(len(s))
+	d.b = append(d.b, s...)
 }
 
 func (d *digester) field(b []byte) {
 	d.count(len(b))
-	d.h.Write(b)
+	d.b = append(d.b, b...)
 }
 
 func (d *digester) object(o jsonrpc.Object, skip map[string]bool) error {
-	keys := make([]string, 0, len(o))
+	var arr [8]string
+	keys := arr[:0]
 	for k := range o {
 		if !skip[k] {
 			keys = append(keys, k)
 		}
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	d.count(len(keys))
 	for _, k := range keys {
-		d.field([]byte(k))
+		d.str(k)
 		v := bytes.TrimSpace(o[k])
-		if len(v) > 2 && (v[0] == '{' || v[0] == '[') {
+		if len(v) > 2 && (v[0] == '{' || v[0] == '[') && !isCanonical(v) {
 			c, err := canonical(v)
 			if err != nil {
 				return err
@@ -187,6 +198,50 @@ func entryKey(prefix, upstream, tagHash, scope, fp, method, dig string) string {
 	return prefix + keyVersion + ":{" + upstream + "}:" + tagHash + ":" + scope + ":" + fp + ":" + method + ":" + dig
 }
 
+// lookupKeys are what a lookup is keyed by, laid out in one string (one
+// allocation where there were five): the generation id of the tag
+// (upstream NUL tag hash), then the private and the public entry key, as
+// entryKey and tagHash write them.
+type lookupKeys struct {
+	gid, th, dig string
+	keys         [2]string
+}
+
+func newLookupKeys(prefix, upstream, tag, fp, method string, sum [sha256.Size]byte) lookupKeys {
+	var dig [2 * sha256.Size]byte
+	hex.Encode(dig[:], sum[:])
+	var thb [16]byte
+	th := strconv.AppendUint(thb[:0], tagSum(tag), 16)
+	entry := len(prefix) + len(keyVersion) + len(upstream) + len(th) + len(method) + len(dig) + 16
+	var b strings.Builder
+	b.Grow(len(upstream) + 1 + len(th) + 2*entry + len(fp))
+	b.WriteString(upstream)
+	b.WriteByte(0)
+	b.Write(th)
+	ends := [3]int{b.Len()}
+	for i, scope := range scopes {
+		b.WriteString(prefix)
+		b.WriteString(keyVersion + ":{")
+		b.WriteString(upstream)
+		b.WriteString("}:")
+		b.Write(th)
+		b.WriteByte(':')
+		b.WriteString(scope)
+		b.WriteByte(':')
+		if i == 0 {
+			b.WriteString(fp)
+		}
+		b.WriteByte(':')
+		b.WriteString(method)
+		b.WriteByte(':')
+		b.Write(dig[:])
+		ends[i+1] = b.Len()
+	}
+	s := b.String()
+	return lookupKeys{gid: s[:ends[0]], th: s[len(upstream)+1 : ends[0]], dig: s[ends[2]-len(dig) : ends[2]],
+		keys: [2]string{s[ends[0]:ends[1]], s[ends[1]:ends[2]]}}
+}
+
 // genKey names the invalidation generation of a tag.
 func genKey(prefix, upstream, tagHash string) string {
 	return prefix + keyVersion + ":{" + upstream + "}:" + tagHash + ":gen"
@@ -201,93 +256,14 @@ func revalidateKey(prefix, upstream string) string {
 // tagHash names a tag in keys. A collision only makes two tags share their
 // invalidations (and a Redis shard), never serves a wrong entry, so a fast
 // 64-bit hash will do.
-func tagHash(tag string) string {
-	h := fnv.New64a()
-	h.Write([]byte(tag))
-	return strconv.FormatUint(h.Sum64(), 16)
-}
+func tagHash(tag string) string { return strconv.FormatUint(tagSum(tag), 16) }
 
-// canonical re-encodes JSON with object members sorted at every depth,
-// strings in one spelling and numbers in one form each (canonicalNumber):
-// two encodings of the same value are the same bytes, and two values are
-// never. Text that decoding would not keep exactly, a surrogate escape
-// (a lone \ud800 becomes U+FFFD, where JavaScript keeps it) or bytes that
-// are not UTF-8, is hashed as written: a miss, never another's answer.
-// (No re-encoding has either, so as written it meets none.)
-func canonical(raw []byte) (json.RawMessage, error) {
-	if !utf8.Valid(raw) || surrogateEscape(raw) {
-		return raw, nil
+// tagSum is FNV-1a of tag, without a hash state to allocate.
+func tagSum(tag string) uint64 {
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for i := 0; i < len(tag); i++ {
+		h = (h ^ uint64(tag[i])) * prime
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return json.Marshal(canonicalNumbers(v))
-}
-
-// surrogateEscape reports a \uD800-\uDFFF in raw (or what looks like
-// one after an escaped backslash: a miss at worst).
-func surrogateEscape(raw []byte) bool {
-	for {
-		i := bytes.Index(raw, []byte(`\u`))
-		if i < 0 || i+3 >= len(raw) {
-			return false
-		}
-		if c, d := raw[i+2]|0x20, raw[i+3]|0x20; c == 'd' && (d >= '8' && d <= '9' || d >= 'a' && d <= 'f') {
-			return true
-		}
-		raw = raw[i+2:]
-	}
-}
-
-func canonicalNumbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		return canonicalNumber(x)
-	case map[string]any:
-		for k, e := range x {
-			x[k] = canonicalNumbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = canonicalNumbers(e)
-		}
-	}
-	return v
-}
-
-// canonicalNumber writes a JSON number exactly, in one form: its
-// significant digits and a power of ten (1.50 and 15e-1 are both 15e-1, 0
-// and -0.0 are 0). No precision is lost, so different numbers never meet.
-// A number whose exponent does not fit an int stays as written.
-func canonicalNumber(n json.Number) json.Number {
-	s := string(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	mant, exp := s, 0
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
-		if err != nil || e > 1<<40 || e < -(1<<40) {
-			return n
-		}
-		mant, exp = s[:i], e
-	}
-	if whole, frac, ok := strings.Cut(mant, "."); ok {
-		mant, exp = whole+frac, exp-len(frac)
-	}
-	mant = strings.TrimLeft(mant, "0")
-	trimmed := strings.TrimRight(mant, "0")
-	exp += len(mant) - len(trimmed)
-	if trimmed == "" {
-		return "0"
-	}
-	if neg {
-		trimmed = "-" + trimmed
-	}
-	if exp == 0 {
-		return json.Number(trimmed)
-	}
-	return json.Number(trimmed + "e" + strconv.Itoa(exp))
+	return h
 }

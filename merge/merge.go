@@ -25,6 +25,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/mcptrace"
 	"github.com/manifold-mcp/manifold/internal/panics"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -183,7 +184,9 @@ func (m *Merger) fetchAll(ctx context.Context, f Fetcher, upstreams []string, pe
 		}
 		wg.Go(func() {
 			// One child span per upstream of the fan-out.
-			ctx, span := tracer.Start(ctx, "merge.page", trace.WithAttributes(attribute.String("manifold.upstream", name)))
+			ctx, span := mcptrace.Start(ctx, tracer, "merge.page", func() []trace.SpanStartOption {
+				return []trace.SpanStartOption{trace.WithAttributes(attribute.String("manifold.upstream", name))}
+			})
 			defer span.End()
 			defer panics.Recover(&pages[i].err) // a page is fetched on a goroutine of its own
 			pages[i] = fetchPage(ctx, f, name, req, listField, cur)

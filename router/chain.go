@@ -41,6 +41,9 @@ func Traced() Link {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
 			ctx = callerContext(ctx, req)
+			if !mcptrace.On() {
+				return next.Handle(ctx, req)
+			}
 			ctx, span := tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindServer))
 			defer span.End()
 			recording := span.IsRecording() // nothing is worked out for a span no one keeps

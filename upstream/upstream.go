@@ -36,6 +36,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/mcptrace"
 	"github.com/manifold-mcp/manifold/internal/oauth"
 	"github.com/manifold-mcp/manifold/internal/panics"
 )
@@ -333,6 +334,10 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 
 var tracer = otel.Tracer("github.com/manifold-mcp/manifold/upstream")
 
+func clientSpan() []trace.SpanStartOption {
+	return []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+}
+
 var (
 	errSessionGone = errors.New("session gone")
 	errEraChanged  = errors.New("server changed protocol era")
@@ -342,7 +347,7 @@ var (
 // hook learn of every exchange but those the caller abandoned, which say
 // nothing of the server.
 func (u *Upstream) timedExchange(ctx context.Context, s *session, req *mcp.Request) (*reply, error) {
-	ctx, span := tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := mcptrace.Start(ctx, tracer, req.Method, clientSpan)
 	defer span.End()
 	recording := span.IsRecording()
 	if recording {

@@ -11,7 +11,8 @@
 // Manifold's own (manifold.*) are set by the packages that know them.
 //
 // Only the OpenTelemetry API and its attribute names are used here; the
-// callers ask for the attributes only when their span is recording.
+// callers ask for the attributes only when their span is recording, and
+// start a span at all only when a tracer provider is installed (Start).
 package mcptrace
 
 import (
@@ -22,6 +23,7 @@ import (
 	"errors"
 	"strconv"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -30,6 +32,28 @@ import (
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 )
+
+// unset is the global tracer provider before any is installed: it keeps
+// nothing, yet each span started through it costs allocations (a span, a
+// context, the options).
+var unset = otel.GetTracerProvider()
+
+// On reports whether a tracer provider is installed.
+func On() bool { return otel.GetTracerProvider() != unset }
+
+// Start is tracer.Start when a tracer provider is installed, else ctx and
+// the span it already carries (a caller's remote span context still
+// reaches the upstreams). opts is called only to start a span, so the
+// options cost nothing when tracing is off.
+func Start(ctx context.Context, tracer trace.Tracer, name string, opts func() []trace.SpanStartOption) (context.Context, trace.Span) {
+	if !On() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	if opts == nil {
+		return tracer.Start(ctx, name)
+	}
+	return tracer.Start(ctx, name, opts()...)
+}
 
 // ExecuteTool is gen_ai.operation.name for a tool call.
 const ExecuteTool = "execute_tool"
