@@ -138,7 +138,8 @@ type found struct {
 
 // lookup reads the private and public candidates of one request and the
 // current generation of their tag, in one pipelined round trip, shared
-// with the lookups that arrive with it (rounds).
+// with the lookups that arrive with it (rounds), as are the reads they
+// have in common.
 func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th string) (hits []*found, gen generation, ok bool) {
 	ok = s.call(ctx, func(ctx context.Context) error {
 		type pair struct {
@@ -148,13 +149,13 @@ func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th stri
 		pairs := make([]pair, len(keys))
 		var g, rb *redis.StringCmd
 		var now *redis.TimeCmd
-		err := s.rounds.do(ctx, func(pipe redis.Pipeliner) {
+		err := s.rounds.do(ctx, func(rd *round) {
 			for i, k := range keys {
-				pairs[i] = pair{pipe.Get(ctx, k), pipe.PTTL(ctx, k)}
+				pairs[i] = pair{rd.Get(ctx, k), rd.PTTL(ctx, k)}
 			}
-			g = pipe.Get(ctx, genKey(s.prefix, upstream, th))
-			rb = pipe.Get(ctx, revalidateKey(s.prefix, upstream))
-			now = pipe.Time(ctx)
+			g = rd.Get(ctx, genKey(s.prefix, upstream, th))
+			rb = rd.Get(ctx, revalidateKey(s.prefix, upstream))
+			now = rd.Time(ctx)
 		})
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return err

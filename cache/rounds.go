@@ -27,8 +27,48 @@ type rounds struct {
 // ask is one lookup's share of a round trip: add queues its commands, and
 // done receives the round trip's error once their results are in.
 type ask struct {
-	add  func(redis.Pipeliner)
+	add  func(*round)
 	done chan error
+}
+
+// round is one round trip's pipeline, in which a read is sent once however
+// many of its lookups ask for it: a hot entry that many callers read at
+// once is one GET and one PTTL, and a tag's generation, the
+// revalidate-before time and Redis's clock one command each. The replies
+// are shared, read-only, by the lookups that asked.
+type round struct {
+	pipe  redis.Pipeliner
+	gets  map[string]*redis.StringCmd
+	pttls map[string]*redis.DurationCmd
+	now   *redis.TimeCmd
+}
+
+// Get is GET key, sent once per round.
+func (r *round) Get(ctx context.Context, key string) *redis.StringCmd {
+	c, ok := r.gets[key]
+	if !ok {
+		c = r.pipe.Get(ctx, key)
+		r.gets[key] = c
+	}
+	return c
+}
+
+// PTTL is PTTL key, sent once per round.
+func (r *round) PTTL(ctx context.Context, key string) *redis.DurationCmd {
+	c, ok := r.pttls[key]
+	if !ok {
+		c = r.pipe.PTTL(ctx, key)
+		r.pttls[key] = c
+	}
+	return c
+}
+
+// Time is Redis's clock, asked once per round.
+func (r *round) Time(ctx context.Context) *redis.TimeCmd {
+	if r.now == nil {
+		r.now = r.pipe.Time(ctx)
+	}
+	return r.now
 }
 
 // maxAsks bounds the lookups one round trip carries; more wait for the
@@ -38,7 +78,7 @@ const maxAsks = 64
 // do queues add's commands for the next round trip and waits for their
 // results. ctx bounds the wait; the round trip itself is bounded by the
 // tier's timeout alone, since it carries other callers' lookups too.
-func (r *rounds) do(ctx context.Context, add func(redis.Pipeliner)) error {
+func (r *rounds) do(ctx context.Context, add func(*round)) error {
 	a := &ask{add: add, done: make(chan error, 1)}
 	r.mu.Lock()
 	r.queue = append(r.queue, a)
@@ -83,11 +123,11 @@ func (r *rounds) run(ctx context.Context) {
 func (r *rounds) trip(ctx context.Context, batch []*ask) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	pipe := r.rdb.Pipeline()
+	rd := &round{pipe: r.rdb.Pipeline(), gets: make(map[string]*redis.StringCmd, 2*len(batch)+2), pttls: make(map[string]*redis.DurationCmd, 2*len(batch))}
 	for _, a := range batch {
-		a.add(pipe)
+		a.add(rd)
 	}
-	_, err := pipe.Exec(ctx)
+	_, err := rd.pipe.Exec(ctx)
 	for _, a := range batch {
 		a.done <- err
 	}

@@ -18,6 +18,8 @@ import (
 type lookupTrips struct {
 	trips   atomic.Int64
 	holdFor func() bool
+	cmds    []int // the commands each round trip carried
+	mu      sync.Mutex
 }
 
 func (h *lookupTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -26,10 +28,15 @@ func (h *lookupTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook { re
 
 func (h *lookupTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) > 0 && cmds[0].Name() == "get" && h.trips.Add(1) == 1 {
-			deadline := time.Now().Add(5 * time.Second)
-			for !h.holdFor() && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
+		if len(cmds) > 0 && cmds[0].Name() == "get" {
+			h.mu.Lock()
+			h.cmds = append(h.cmds, len(cmds))
+			h.mu.Unlock()
+			if h.trips.Add(1) == 1 {
+				deadline := time.Now().Add(5 * time.Second)
+				for !h.holdFor() && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
 			}
 		}
 		return next(ctx, cmds)
@@ -128,5 +135,48 @@ func TestLookupWaitEndsWithItsCaller(t *testing.T) {
 	first.Wait()
 	if c.redis.brk.Open() || c.redis.errors.Load() != 0 {
 		t.Errorf("a caller leaving counted as a Redis failure: %d errors", c.redis.errors.Load())
+	}
+}
+
+// Lookups of one hot entry that share a round trip read it once: 32
+// concurrent reads of one URI send its reads and the generation, the
+// revalidate-before time and the clock once in the round trip that
+// carries 31 of them (7 commands, not 217), and each still gets the entry.
+func TestHotEntryReadOncePerRound(t *testing.T) {
+	rs := redistest.Start(t)
+	a := newCache(t, testOptions(rs.URL()), nil)
+	up := &upstream{ttlMs: 60_000, scope: "public"}
+	r := read("test://hot", "")
+	want, _, _ := get(t, a, r, up.fill(r))
+	a.redis.pending.Wait()
+
+	o := testOptions(rs.URL())
+	o.MemoryBytes = 0
+	b := newCache(t, o, nil)
+	const n = 32
+	trips := &lookupTrips{holdFor: func() bool {
+		b.redis.rounds.mu.Lock()
+		defer b.redis.rounds.mu.Unlock()
+		return len(b.redis.rounds.queue) == n-1
+	}}
+	b.redis.rdb.AddHook(trips)
+	other := &upstream{ttlMs: 60_000, scope: "public"}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			r := read("test://hot", "")
+			if got, _, _ := get(t, b, r, other.fill(r)); got != want {
+				t.Errorf("got %q, want %q", got, want)
+			}
+		})
+	}
+	wg.Wait()
+	if calls := other.calls.Load(); calls != 0 {
+		t.Errorf("%d lookups missed Redis", calls)
+	}
+	trips.mu.Lock()
+	defer trips.mu.Unlock()
+	if len(trips.cmds) != 2 || trips.cmds[1] != 7 {
+		t.Errorf("round trips carried %v commands, want [7 7]: one lookup's reads, then 31 lookups' reads sent once", trips.cmds)
 	}
 }
