@@ -92,6 +92,10 @@ func newRedisTier(o RedisOptions, lifetime time.Duration, log *slog.Logger, orig
 			log.Info("redis recovered: shared cache back in use")
 		}
 	})
+	s.rounds.failed = func() {
+		s.errors.Add(1)
+		s.brk.Failure()
+	}
 	return s
 }
 
@@ -110,8 +114,10 @@ func (s *redisTier) call(ctx context.Context, f func(ctx context.Context) error)
 	}
 	err := f(cctx)
 	if err != nil && !errors.Is(err, redis.Nil) {
-		if ctx.Err() != nil {
-			// The caller left; that says nothing about Redis.
+		var shared sharedFailure
+		if ctx.Err() != nil || errors.As(err, &shared) {
+			// The caller left, which says nothing about Redis; or its
+			// round trip failed, which counted itself (rounds.failed).
 			s.brk.Abandon()
 			return false
 		}

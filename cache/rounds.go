@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -18,6 +19,10 @@ import (
 type rounds struct {
 	rdb     redis.UniversalClient
 	timeout time.Duration
+	// failed is told of each round trip that failed, once: however many
+	// lookups it carried, and however many of them gave up waiting, it is
+	// one failure of Redis.
+	failed func()
 
 	mu      sync.Mutex
 	queue   []*ask
@@ -90,9 +95,12 @@ func (r *rounds) do(ctx context.Context, add func(*round)) error {
 	}
 	select {
 	case err := <-a.done:
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return sharedFailure{err}
+		}
 		return err
 	case <-ctx.Done():
-		return ctx.Err()
+		return sharedFailure{ctx.Err()}
 	}
 }
 
@@ -128,7 +136,17 @@ func (r *rounds) trip(ctx context.Context, batch []*ask) {
 		a.add(rd)
 	}
 	_, err := rd.pipe.Exec(ctx)
+	if err != nil && !errors.Is(err, redis.Nil) && r.failed != nil {
+		r.failed()
+	}
 	for _, a := range batch {
 		a.done <- err
 	}
 }
+
+// sharedFailure is a lookup's round trip that failed, or that it stopped
+// waiting for: the round trip itself counts the failure (rounds.failed).
+type sharedFailure struct{ err error }
+
+func (f sharedFailure) Error() string { return f.err.Error() }
+func (f sharedFailure) Unwrap() error { return f.err }

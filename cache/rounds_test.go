@@ -180,3 +180,59 @@ func TestHotEntryReadOncePerRound(t *testing.T) {
 		t.Errorf("round trips carried %v commands, want [7 7]: one lookup's reads, then 31 lookups' reads sent once", trips.cmds)
 	}
 }
+
+// A failed round trip is one failure however many lookups it carried:
+// Redis dies while 32 lookups wait on two round trips, which is two
+// failures to the breaker (it opens after 5) and the error count, not 32;
+// once Redis is back, lookups succeed again.
+func TestFailedRoundTripCountsOnce(t *testing.T) {
+	rs := redistest.Start(t)
+	o := testOptions(rs.URL())
+	o.Redis.BreakerFailures = 5
+	c := newCache(t, o, nil)
+	const n = 32
+	trips := &lookupTrips{holdFor: func() bool {
+		c.redis.rounds.mu.Lock()
+		queued := len(c.redis.rounds.queue)
+		c.redis.rounds.mu.Unlock()
+		if queued == n-1 {
+			rs.Stop()
+			return true
+		}
+		return false
+	}}
+	c.redis.rdb.AddHook(trips)
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, _, ok := c.redis.lookup(context.Background(), []string{fmt.Sprint("k", i)}, "up", "t"); !ok {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() != n {
+		t.Errorf("%d of %d lookups failed with Redis down", failed.Load(), n)
+	}
+	// The lookups gave up at their timeout; the second round trip ends at
+	// its own, a little later.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		c.redis.rounds.mu.Lock()
+		running := c.redis.rounds.running
+		c.redis.rounds.mu.Unlock()
+		if !running {
+			break
+		}
+	}
+	if got := c.redis.errors.Load(); got != 2 {
+		t.Errorf("two failed round trips counted %d Redis errors, want 2", got)
+	}
+	if c.redis.brk.Open() {
+		t.Error("two failed round trips opened a breaker that opens after 5 failures")
+	}
+	rs.Restart()
+	if _, _, ok := c.redis.lookup(context.Background(), []string{"k0"}, "up", "t"); !ok {
+		t.Error("a lookup failed after Redis came back")
+	}
+}
