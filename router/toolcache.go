@@ -108,44 +108,92 @@ func (tc *toolCall) apply(cr cache.Request, fill cache.Fill) (cache.Request, cac
 // hinted is a tool result with the cache hints it is to be stored under:
 // the policy's for a complete answer without isError, none (stale at once,
 // private) for any other. Whatever hints the upstream put on it are not
-// the operator's, and go.
+// the operator's, and go. Like decorate, one pass over the members into
+// one buffer (FuzzToolCacheHints holds it to the decode and encode).
 func (tc *toolCall) hinted(res json.RawMessage) (json.RawMessage, error) {
-	obj, err := jsonrpc.ParseObject(res)
+	var buf [16]jsonrpc.MemberRange
+	members, err := jsonrpc.Members(res, buf[:0])
 	if err != nil {
 		return nil, err
 	}
 	ttl, scope := int64(0), mcp.ScopePrivate
-	if obj.String("resultType") == mcp.ResultTypeComplete && string(obj["isError"]) != "true" {
+	complete, failed := false, false
+	for _, m := range members {
+		switch {
+		case jsonrpc.KeyIs(m.Key, "resultType"):
+			complete = jsonrpc.IsString(m.Value, mcp.ResultTypeComplete)
+		case jsonrpc.KeyIs(m.Key, "isError"):
+			failed = string(m.Value) == "true"
+		}
+	}
+	if complete && !failed {
 		ttl, scope = tc.ttl.Milliseconds(), tc.scope
 	}
-	obj["ttlMs"] = strconv.AppendInt(nil, ttl, 10)
-	obj["cacheScope"] = jsonrpc.Quote(scope)
-	return obj.Marshal(), nil
+	out := make([]byte, 0, len(res)+48)
+	out = strconv.AppendInt(append(out, `{"ttlMs":`...), ttl, 10)
+	out = append(append(out, `,"cacheScope":`...), jsonrpc.Quote(scope)...)
+	return appendMembersBut(out, true, members, "ttlMs", "cacheScope"), nil
 }
 
 // present is the answer the caller gets: a tool result, without the hints
 // it was stored under, saying in its `_meta` when it came from the cache
-// and how old it is.
+// and how old it is. The cache's answer is made of what fetch checked: it
+// is spliced, not checked or decoded again.
 func (tc *toolCall) present(res json.RawMessage) (json.RawMessage, error) {
-	// The cache's answer is made of what fetch checked: not checked again.
-	obj, err := jsonrpc.ParseValid(res)
+	var buf [16]jsonrpc.MemberRange
+	members, err := jsonrpc.Members(res, buf[:0])
 	if err != nil {
 		return nil, err
 	}
-	delete(obj, "ttlMs")
-	delete(obj, "cacheScope")
+	out := make([]byte, 0, len(res)+64)
+	out = append(out, '{')
 	switch tc.tier {
 	case cache.TierMemory, cache.TierRedis, cache.TierStale:
-		meta, err := obj.Object("_meta")
-		if err != nil {
-			meta = jsonrpc.Object{}
+		var meta []byte
+		for _, m := range members {
+			if jsonrpc.KeyIs(m.Key, "_meta") {
+				meta = m.Value
+			}
 		}
-		b := append([]byte(`{"tier":"`), tc.tier...)
-		b = strconv.AppendInt(append(b, `","ageMs":`...), tc.age.Milliseconds(), 10)
-		meta[MetaCache] = append(b, '}')
-		obj["_meta"] = meta.Marshal()
+		out = append(out, `"_meta":{"`+MetaCache+`":{"tier":"`...)
+		out = append(out, tc.tier...)
+		out = strconv.AppendInt(append(out, `","ageMs":`...), tc.age.Milliseconds(), 10)
+		out = append(out, '}')
+		var mbuf [8]jsonrpc.MemberRange
+		if mm, err := jsonrpc.Members(meta, mbuf[:0]); err == nil {
+			out = appendMembersBut(out, true, mm, MetaCache)
+		} else {
+			out = append(out, '}') // a `_meta` that is not an object is replaced
+		}
+		return appendMembersBut(out, true, members, "ttlMs", "cacheScope", "_meta"), nil
 	}
-	return obj.Marshal(), nil
+	return appendMembersBut(out, false, members, "ttlMs", "cacheScope"), nil
+}
+
+// appendMembersBut appends members, but those named in skip, and the
+// closing brace to out, an object opened; sep says whether out holds a
+// member already.
+func appendMembersBut(out []byte, sep bool, members []jsonrpc.MemberRange, skip ...string) []byte {
+	for _, m := range members {
+		if keyIn(m.Key, skip) {
+			continue
+		}
+		if sep {
+			out = append(out, ',')
+		}
+		sep = true
+		out = append(append(append(out, m.Key...), ':'), m.Value...)
+	}
+	return append(out, '}')
+}
+
+func keyIn(lit []byte, keys []string) bool {
+	for _, k := range keys {
+		if jsonrpc.KeyIs(lit, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // readOnlyTools is, per upstream of a configured set (in its memo), which
