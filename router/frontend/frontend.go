@@ -161,12 +161,17 @@ func (d *Dispatcher) Serve(ctx context.Context, id json.RawMessage, req *mcp.Req
 // handle runs a request that is answered once, passing the notifications
 // the caller asked for to w ahead of the answer, which it returns.
 func (d *Dispatcher) handle(ctx context.Context, req *mcp.Request, w Writer) (json.RawMessage, *jsonrpc.Error) {
-	n := &notifier{w: w}
-	_, n.progress = req.Meta[mcp.MetaProgressToken]
-	n.logLevel = req.Meta.String(mcp.MetaLogLevel)
-	req.Notify = n.notify
+	_, progress := req.Meta[mcp.MetaProgressToken]
+	logLevel := req.Meta.String(mcp.MetaLogLevel)
+	var n *notifier
+	if progress || logLevel != "" { // else there is nothing to pass on
+		n = &notifier{w: w, progress: progress, logLevel: logLevel}
+		req.Notify = n.notify
+	}
 	res, err := d.run(ctx, req)
-	n.finish()
+	if n != nil {
+		n.finish()
+	}
 	if err != nil {
 		return nil, d.answerable(req.Method, err)
 	}

@@ -186,7 +186,7 @@ func (o *httpWriter) Result(id, res json.RawMessage) {
 	// stops reading fails the write rather than holding it.
 	_ = http.NewResponseController(o.w).SetWriteDeadline(time.Now().Add(sse.WriteTimeout))
 	h := o.w.Header()
-	h["Content-Type"] = []string{"application/json"} // canonical keys: no need for Set
+	h["Content-Type"] = jsonType // canonical keys: no need for Set
 	h["Content-Length"] = []string{strconv.Itoa(len(resultPrefix) + len(id) + len(resultInfix) + len(res) + len(resultSuffix))}
 	o.w.WriteHeader(http.StatusOK)
 	for _, p := range [][]byte{resultPrefix, id, resultInfix, res, resultSuffix} {
@@ -221,6 +221,9 @@ func setRetryAfter(w http.ResponseWriter, e *jsonrpc.Error) {
 }
 
 var (
+	// jsonType is every JSON answer's Content-Type, shared: net/http only
+	// reads it.
+	jsonType     = []string{"application/json"}
 	resultPrefix = []byte(`{"jsonrpc":"2.0","id":`)
 	resultInfix  = []byte(`,"result":`)
 	resultSuffix = []byte(`}`)
