@@ -633,7 +633,6 @@ func (c *Cache) invalidate(ctx context.Context, upstream, th string) {
 
 func (c *Cache) raiseLocal(upstream, th string) {
 	c.gens.raise(upstream+"\x00"+th, 0) // a reset flushes memory first (generations.onReset)
-	c.changes.of(upstream).Add(1)
 }
 
 func (c *Cache) applyRemote(inv invalidation) {

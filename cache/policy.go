@@ -30,10 +30,11 @@ func (r *Request) aged(e *entry, now time.Time) {
 	}
 }
 
-// changes counts, per upstream, the events after which what was learnt
-// from its cached answers may be out of date: an invalidation of any of
-// its tags, a revalidation; and for all upstreams, a flush of the memory
-// tier or messages possibly lost. Counters only grow.
+// changes counts the events after which what was learnt from cached
+// answers may be out of date: per upstream, a revalidation; for all
+// upstreams, a flush of the memory tier or messages possibly lost. (An
+// invalidation of one tag is told by the tag's generation.) Counters only
+// grow.
 type changes struct {
 	all        atomic.Uint64
 	byUpstream sync.Map // upstream name → *atomic.Uint64
@@ -47,10 +48,15 @@ func (c *changes) of(upstream string) *atomic.Uint64 {
 	return n.(*atomic.Uint64)
 }
 
-// Changes is a number that differs from any it was before once something
-// of upstream's cached answers changed on this replica or reached it from
-// another (an invalidation, a revalidation, a flush): what a caller learnt
-// from those answers under one value is to be learnt again under another.
-func (c *Cache) Changes(upstream string) uint64 {
-	return c.changes.all.Load() + c.changes.of(upstream).Load()
+// Stamp marks a moment of an upstream's cached answers of one tag: two
+// equal stamps mean nothing of them changed in between (no invalidation of
+// the tag, no revalidation of the upstream, no flush), on this replica or
+// reaching it from another. A stamp never repeats: its flushes only grow,
+// and the tag's generation only grows between two flushes.
+type Stamp struct{ flushes, revalidations, tag uint64 }
+
+// Changes is the stamp of upstream's answers of tag now: what a caller
+// learnt from them under one stamp is to be learnt again under another.
+func (c *Cache) Changes(upstream, tag string) Stamp {
+	return Stamp{c.changes.all.Load(), c.changes.of(upstream).Load(), c.gens.get(upstream + "\x00" + tagHash(tag))}
 }

@@ -79,24 +79,31 @@ func TestPolicyMakesToolCallsCacheable(t *testing.T) {
 	}
 }
 
-// Changes moves for an upstream with each invalidation of it, each
-// revalidation, and each flush; not for another upstream's.
-func TestChanges(t *testing.T) {
+// A stamp of one tag's answers moves with what can change them, and only
+// that: an upstream's reads being invalidated leaves the stamp of its
+// tool lists alone (the tool cache's read-only snapshot stays believed),
+// its tool lists being invalidated, a revalidation or a flush move it.
+func TestChangesPerTag(t *testing.T) {
 	c := newCache(t, testOptions(""), nil)
 	ctx := context.Background()
-	a, b := c.Changes("a"), c.Changes("b")
-	c.Invalidate(ctx, "a", mcp.TagToolLists)
-	if c.Changes("a") == a || c.Changes("b") != b {
-		t.Errorf("after invalidating a: a %d→%d, b %d→%d", a, c.Changes("a"), b, c.Changes("b"))
+	s0 := c.Changes("up", mcp.TagToolLists)
+	c.Invalidate(ctx, "up", mcp.TagOfNormal(mcp.NormalizeURI("test://doc")))
+	c.Invalidate(ctx, "other", mcp.TagToolLists)
+	if s := c.Changes("up", mcp.TagToolLists); s != s0 {
+		t.Error("invalidating a read, or another upstream's tools, moved the stamp of up's tool lists")
 	}
-	a = c.Changes("a")
-	c.Revalidate(ctx, "a")
-	if c.Changes("a") == a {
-		t.Error("a revalidation changed nothing")
-	}
-	a, b = c.Changes("a"), c.Changes("b")
-	c.missedMessages()
-	if c.Changes("a") == a || c.Changes("b") == b {
-		t.Error("lost messages changed nothing")
+	seen := map[Stamp]bool{s0: true}
+	for name, change := range map[string]func(){
+		"invalidation": func() { c.Invalidate(ctx, "up", mcp.TagToolLists) },
+		"revalidation": func() { c.Revalidate(ctx, "up") },
+		"flush":        c.flushMemory,
+		"lost message": c.missedMessages,
+	} {
+		change()
+		s := c.Changes("up", mcp.TagToolLists)
+		if seen[s] {
+			t.Errorf("after a %s the stamp %v is one seen before", name, s)
+		}
+		seen[s] = true
 	}
 }

@@ -204,7 +204,7 @@ type readOnlyTools struct {
 }
 
 type readOnlySnapshot struct {
-	changes uint64 // the cache's Changes of the upstream when it was listed
+	changes cache.Stamp // of the upstream's tool lists when it was listed
 	at      time.Time
 	tools   map[string]bool // merged-view names
 }
@@ -218,11 +218,11 @@ const readOnlyAge = 10 * time.Second
 
 // readOnly reports whether u's current tools/list annotates its tool name
 // (merged view) readOnlyHint: true. What was listed is believed until the
-// cache says something of u changed (an invalidation, a revalidation) or
+// cache says u's tool lists changed (their invalidation, a revalidation) or
 // for readOnlyAge; then the list is read again, through the cache.
 func (r *Router) readOnly(ctx context.Context, set *upstream.Set, u *upstream.Upstream, name string, header http.Header) bool {
 	t := set.Memo(readOnlyKey{}, func(*upstream.Set) any { return &readOnlyTools{by: map[string]readOnlySnapshot{}} }).(*readOnlyTools)
-	changes := r.cache.Changes(u.Name())
+	changes := r.cache.Changes(u.Name(), mcp.TagToolLists)
 	t.mu.Lock()
 	s, ok := t.by[u.Name()]
 	t.mu.Unlock()
