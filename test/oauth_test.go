@@ -392,3 +392,30 @@ func TestOAuthLegacyCaller(t *testing.T) {
 		t.Errorf("a legacy caller that cannot be asked: %s", r.Body)
 	}
 }
+
+// A stopped Manifold leaves no connection to the Redis its OAuth clients
+// keep their tokens in (nor to any other): a process embedding it, or a
+// test suite starting many, would otherwise run out of them.
+func TestOAuthStoreClosedOnStop(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	rs := redistest.Start(t)
+	p := oauthProxy(t, is, as, fmt.Sprintf("cache: {secret: s3cret-0123456789, redis: {url: %s}}\n", rs.URL()))
+	alice := is.mint("rsa-1", claims{"sub": "alice"})
+	if got := authorize(t, p.URL, alice, "alice-at-crm"); got != "you are alice-at-crm" {
+		t.Fatalf("authorize: %q", got)
+	}
+	p.stop()
+	probe := rs.Client()
+	var clients int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		list, err := probe.ClientList(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if clients = strings.Count(list, "\n"); clients <= 1 { // the probe's own
+			return
+		}
+	}
+	list, _ := probe.ClientList(context.Background()).Result()
+	t.Errorf("a stopped Manifold keeps %d connections to Redis:\n%s", clients-1, list)
+}

@@ -30,15 +30,29 @@ import (
 // every replica the tokens) and the secret that seals what it holds.
 type oauthClients struct {
 	store  oauth.Store
+	rdb    redis.UniversalClient // the store's, when it is Redis
 	secret []byte
 	log    *slog.Logger
 
 	mu      sync.Mutex
-	clients map[string]*oauth.Client
+	clients map[string]oauthClient
+}
+
+// oauthClient is one upstream's client and the transport it talks to its
+// authorization server with, whose connections go with it.
+type oauthClient struct {
+	*oauth.Client
+	transport *http.Transport
+}
+
+// drop forgets what c holds and closes its idle connections.
+func (c oauthClient) drop() {
+	c.Forget()
+	c.transport.CloseIdleConnections()
 }
 
 func newOAuthClients(cfg *config.Config, log *slog.Logger) (*oauthClients, error) {
-	o := &oauthClients{store: oauth.NewMemoryStore(), secret: oauthSecret(cfg), log: log, clients: map[string]*oauth.Client{}}
+	o := &oauthClients{store: oauth.NewMemoryStore(), secret: oauthSecret(cfg), log: log, clients: map[string]oauthClient{}}
 	co, err := cacheOptions(cfg, log)
 	if err != nil {
 		return nil, err
@@ -46,9 +60,24 @@ func newOAuthClients(cfg *config.Config, log *slog.Logger) (*oauthClients, error
 	if co.Redis != nil {
 		opts := co.Redis.Client
 		opts.ReadTimeout, opts.WriteTimeout = max(co.Redis.Timeout, time.Second), max(co.Redis.Timeout, time.Second)
-		o.store = oauth.RedisStore{Client: redis.NewUniversalClient(&opts), Prefix: co.Redis.Prefix + "oauth:"}
+		o.rdb = redis.NewUniversalClient(&opts)
+		o.store = oauth.RedisStore{Client: o.rdb, Prefix: co.Redis.Prefix + "oauth:"}
 	}
 	return o, nil
+}
+
+// close drops every client and closes the store's Redis client.
+func (c *oauthClients) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, old := range c.clients {
+		old.drop()
+		delete(c.clients, name)
+	}
+	if c.rdb != nil {
+		return c.rdb.Close()
+	}
+	return nil
 }
 
 // oauthSecret seals the clients' store: derived from cache.secret, which
@@ -75,7 +104,8 @@ func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.
 	if err != nil {
 		return fmt.Errorf("oauth.private_key_file: %w", err)
 	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: o.TLS, Proxy: http.ProxyFromEnvironment}}
+	tr := &http.Transport{TLSClientConfig: o.TLS, Proxy: http.ProxyFromEnvironment}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	client := oauth.New(oauth.Options{
 		Upstream: uc.Name, Resource: uc.URL, Mode: uc.OAuth.Mode,
 		ClientID: uc.OAuth.ClientID, ClientSecret: uc.OAuth.ClientSecret, PrivateKey: key,
@@ -88,10 +118,10 @@ func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old := c.clients[uc.Name]; old != nil {
-		old.Forget()
+	if old, ok := c.clients[uc.Name]; ok {
+		old.drop()
 	}
-	c.clients[uc.Name] = client
+	c.clients[uc.Name] = oauthClient{client, tr}
 	return nil
 }
 
@@ -99,8 +129,8 @@ func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.
 func (c *oauthClients) forget(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old := c.clients[name]; old != nil {
-		old.Forget()
+	if old, ok := c.clients[name]; ok {
+		old.drop()
 		delete(c.clients, name)
 	}
 }
@@ -148,7 +178,7 @@ func (c *oauthClients) callback(w http.ResponseWriter, r *http.Request) {
 	client := c.clients[name]
 	c.mu.Unlock()
 	err := oauth.ErrUnknownState
-	if ok && client != nil {
+	if ok && client.Client != nil {
 		err = client.Callback(ctx, q)
 	}
 	if err != nil {

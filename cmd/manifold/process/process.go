@@ -394,12 +394,17 @@ func (p *Process) provisionGuards() error {
 	return err
 }
 
-// closeGuards closes the audit log (writing what is queued) and the rate
-// limits' Redis client.
+// closeGuards closes the audit log (writing what is queued), the rate
+// limits' Redis client and the OAuth clients' store.
 func (p *Process) closeGuards() {
 	p.closeAudit()
 	if err := p.limits.close(); err != nil {
 		p.log.Warn("closing the rate limits' Redis client", "err", err)
+	}
+	if p.oauth != nil {
+		if err := p.oauth.close(); err != nil {
+			p.log.Warn("closing the OAuth clients' Redis client", "err", err)
+		}
 	}
 }
 
