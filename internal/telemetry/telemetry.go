@@ -155,12 +155,16 @@ func watched(exp sdktrace.SpanExporter, log *slog.Logger, what string) sdktrace.
 
 // ExportSpans exports, and answers nil either way: the failure is the
 // summary's to log, and the batch is not retried by the processor anyway.
+// An export cancelled (a shutdown) says nothing of the collector: neither
+// a failure nor a recovery.
 func (e *watchedExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	if err := e.SpanExporter.ExportSpans(ctx, spans); err != nil && !errors.Is(err, context.Canceled) {
+	switch err := e.SpanExporter.ExportSpans(ctx, spans); {
+	case errors.Is(err, context.Canceled):
+	case err != nil:
 		e.outage.Failure(err, "spans", len(spans))
-		return nil
+	default:
+		e.outage.Success()
 	}
-	e.outage.Success()
 	return nil
 }
 

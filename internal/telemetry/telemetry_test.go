@@ -1,9 +1,15 @@
 package telemetry
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // OTEL_TRACES_EXPORTER decides, as the OTel SDKs read it; unset, an OTLP
@@ -36,5 +42,39 @@ func TestExporters(t *testing.T) {
 		if err != nil || !slices.Equal(got, c.want) {
 			t.Errorf("%v: %v, %v; want %v", c.env, got, err, c.want)
 		}
+	}
+}
+
+// failingExporter answers each export with the next of its errors.
+type failingExporter struct {
+	sdktrace.SpanExporter
+	errs []error
+}
+
+func (f *failingExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error {
+	err := f.errs[0]
+	f.errs = f.errs[1:]
+	return err
+}
+
+// An export cancelled while the collector is down (a shutdown's) is no
+// recovery: the outage goes on until an export succeeds.
+func TestCancelledExportIsNoRecovery(t *testing.T) {
+	down := errors.New("connection refused")
+	exp := &failingExporter{errs: []error{down, down, context.Canceled, nil}}
+	w := watched(exp, slog.New(slog.DiscardHandler), "otlp").(*watchedExporter)
+	clock := time.Unix(0, 0)
+	w.outage.Now = func() time.Time { return clock }
+	w.outage.Settle = time.Second
+	for range 3 {
+		_ = w.ExportSpans(context.Background(), nil)
+	}
+	if !w.outage.Failing() {
+		t.Fatal("after two failures and a cancelled export, the outage is over")
+	}
+	clock = clock.Add(2 * time.Second) // past Settle since the last failure
+	_ = w.ExportSpans(context.Background(), nil)
+	if w.outage.Failing() {
+		t.Error("an export that succeeded did not end the outage")
 	}
 }
