@@ -59,10 +59,14 @@ func allocRouter(t *testing.T, withCache bool) *Router {
 	return New(o)
 }
 
+// request is the request a modern caller's params make, split as the
+// frontend's Validate splits them.
 func request(method, params string) *mcp.Request {
-	p, _ := jsonrpc.ParseObject(json.RawMessage(params))
-	meta, _ := jsonrpc.ParseObject(json.RawMessage(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`))
-	return &mcp.Request{Method: method, Params: p, Meta: meta}
+	raw := json.RawMessage(params[:len(params)-1] + `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)
+	p, _ := jsonrpc.ParseObject(raw)
+	meta, _ := p.Object("_meta")
+	delete(p, "_meta")
+	return &mcp.Request{Method: method, Params: p, Meta: meta, Raw: raw}
 }
 
 // allocs is the allocations per Handle of req, after a warm-up.

@@ -287,3 +287,16 @@ func (o Object) SetObjects(key string, objs []Object) {
 	}
 	o[key] = append(b, ']')
 }
+
+// AppendQuote appends s encoded as a JSON string, as Quote would, without
+// allocating when s needs no escaping.
+func AppendQuote(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return append(dst, Quote(s)...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}

@@ -127,7 +127,7 @@ func Validate(msg *jsonrpc.Message, mirror mcp.Mirror) (*mcp.Request, *jsonrpc.E
 			return nil, rpcErr
 		}
 	}
-	return &mcp.Request{Method: msg.Method, Params: params, Meta: meta, Mirror: mirror}, nil
+	return &mcp.Request{Method: msg.Method, Params: params, Meta: meta, Raw: msg.Params, Mirror: mirror}, nil
 }
 
 func check(mirror mcp.Mirror, field, want string) *jsonrpc.Error {

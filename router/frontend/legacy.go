@@ -498,7 +498,7 @@ func modernRequest(s *session.Session, msg *jsonrpc.Message) (*mcp.Request, *jso
 	if s.LogLevel != "" {
 		meta[mcp.MetaLogLevel] = jsonrpc.Quote(s.LogLevel)
 	}
-	return &mcp.Request{Method: msg.Method, Params: params, Meta: meta, CallerVersion: s.Version}, nil
+	return &mcp.Request{Method: msg.Method, Params: params, Meta: meta, Raw: msg.Params, CallerVersion: s.Version}, nil
 }
 
 func orEmpty(raw json.RawMessage) json.RawMessage {
