@@ -40,7 +40,10 @@ var tracer = otel.Tracer("github.com/manifold-mcp/manifold/router")
 func Traced() Link {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
-			ctx = callerContext(ctx, req)
+			ctx = callerContext(ctx, req) // passed on to the upstreams, traced or not
+			if mcptrace.Off() {
+				return next.Handle(ctx, req)
+			}
 			ctx, span := tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindServer))
 			defer span.End()
 			recording := span.IsRecording() // nothing is worked out for a span no one keeps

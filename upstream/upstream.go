@@ -36,6 +36,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/mcptrace"
 	"github.com/manifold-mcp/manifold/internal/oauth"
 	"github.com/manifold-mcp/manifold/internal/panics"
 )
@@ -342,9 +343,12 @@ var (
 // hook learn of every exchange but those the caller abandoned, which say
 // nothing of the server.
 func (u *Upstream) timedExchange(ctx context.Context, s *session, req *mcp.Request) (*reply, error) {
-	ctx, span := tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindClient))
-	defer span.End()
-	recording := span.IsRecording()
+	var span trace.Span
+	if !mcptrace.Off() {
+		ctx, span = tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindClient))
+		defer span.End()
+	}
+	recording := span != nil && span.IsRecording()
 	if recording {
 		u.describeCall(span, s, req)
 	}

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"strconv"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -112,3 +113,12 @@ func Failed(span trace.Span, err error) {
 	span.SetAttributes(semconv.ErrorTypeKey.String(class))
 	span.SetStatus(codes.Error, err.Error())
 }
+
+// unset is the global tracer provider before one is set (tracing off):
+// its spans record nothing and carry their parent's context on.
+var unset = otel.GetTracerProvider()
+
+// Off reports whether no tracer provider was set, so that a span started
+// now would record nothing and change nothing the context carries: its
+// start (a span, a context, options, each allocated) is skipped.
+func Off() bool { return otel.GetTracerProvider() == unset }
