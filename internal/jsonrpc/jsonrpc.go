@@ -5,7 +5,9 @@
 // hints) and must hand everything else on unchanged: unknown fields, `_meta`,
 // annotations and icons. Keeping params and results as json.RawMessage means a
 // message is decoded only as deep as a caller asks, and whatever a caller does
-// not touch is re-emitted byte for byte.
+// not touch is re-emitted byte for byte. A message is checked and split in
+// one pass over its bytes (Decode), a request's params and their `_meta`
+// with it.
 package jsonrpc
 
 import (

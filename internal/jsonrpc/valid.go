@@ -2,11 +2,10 @@ package jsonrpc
 
 // Valid reports whether b is one JSON value, exactly as encoding/json's
 // Valid judges it (RFC 8259, strings' bytes not checked as UTF-8, nesting
-// at most 10,000 deep), in one pass of plain loops: every message Manifold
-// takes in is checked once, before the scanners above find its
-// boundaries, and encoding/json's state machine, a call per byte, was
-// half of a request's decoding. FuzzValid holds the two to the same
-// verdicts.
+// at most 10,000 deep), in one pass of plain loops: encoding/json's state
+// machine, a call per byte, was half of a request's decoding. FuzzValid
+// holds the two to the same verdicts. A message itself is checked by the
+// same loops as Decode splits it (validInto), in the one pass.
 func Valid(b []byte) bool {
 	i, ok := validValue(b, skipSpace(b, 0), 0)
 	return ok && skipSpace(b, i) == len(b)

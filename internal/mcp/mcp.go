@@ -155,7 +155,8 @@ type Request struct {
 	// Meta is the caller's request `_meta`.
 	Meta jsonrpc.Object
 	// Raw is the params as the caller sent them, `_meta` included, when
-	// Params and Meta were split from it; nil otherwise. It is a guide,
+	// Params and Meta were split from it (JSON Decode checked); nil
+	// otherwise. It is a guide,
 	// never the truth: the upstream's request is spliced from its bytes
 	// where Params and Meta still hold them (a name or URI replaced,
 	// members added), so whoever edits Params or Meta need not clear it.
