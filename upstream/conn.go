@@ -93,6 +93,9 @@ func (e *StatusError) Error() string {
 // speaks the era Manifold negotiated: a rejection without a JSON-RPC body.
 // A 5xx says nothing about the era and is not suspect.
 func eraSuspect(err error) bool {
+	if err == nil {
+		return false // before errors.As, whose target escapes: every call would allocate
+	}
 	var se *StatusError
 	if !errors.As(err, &se) {
 		return false

@@ -117,7 +117,10 @@ func (s *Set) For(claims map[string][]string) *Set {
 // made of) under key, building it on first use: one value per set and key,
 // shared by every view of the set, and gone with the set.
 func (s *Set) Memo(key any, build func(root *Set) any) any {
-	e, _ := s.memo.LoadOrStore(key, &memoEntry{})
+	e, ok := s.memo.Load(key)
+	if !ok { // the entry is allocated once, not on every lookup
+		e, _ = s.memo.LoadOrStore(key, &memoEntry{})
+	}
 	m := e.(*memoEntry)
 	m.once.Do(func() { m.v = build(s.root) })
 	return m.v

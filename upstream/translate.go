@@ -24,6 +24,14 @@ var modernVersion = jsonrpc.Quote(mcp.Version)
 // added) and none of the `io.modelcontextprotocol/` request keys, which it
 // would not understand and might reject.
 func (u *Upstream) params(ctx context.Context, s *session, req *mcp.Request) json.RawMessage {
+	if b, ok := u.spliceParams(ctx, s, req); ok {
+		return b
+	}
+	return u.encodeParams(ctx, s, req)
+}
+
+// encodeParams is params, from the maps alone.
+func (u *Upstream) encodeParams(ctx context.Context, s *session, req *mcp.Request) json.RawMessage {
 	p := jsonrpc.Object{}
 	for k, v := range req.Params {
 		p[k] = v

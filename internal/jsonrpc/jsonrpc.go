@@ -5,7 +5,9 @@
 // hints) and must hand everything else on unchanged: unknown fields, `_meta`,
 // annotations and icons. Keeping params and results as json.RawMessage means a
 // message is decoded only as deep as a caller asks, and whatever a caller does
-// not touch is re-emitted byte for byte.
+// not touch is re-emitted byte for byte. A message is checked and split in
+// one pass over its bytes (Decode), a request's params and their `_meta`
+// with it.
 package jsonrpc
 
 import (
@@ -52,11 +54,47 @@ type Message struct {
 	Params  json.RawMessage `json:"params,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   *Error          `json:"error,omitempty"`
+
+	decoded *decoded // what Decode split of the params; nil if none
 }
 
-// ParamsObject splits the params of a message returned by Decode, which
-// validated them with the rest of the message, without checking them again.
-func (m *Message) ParamsObject() (Object, error) { return split(m.Params) }
+// ParamsObject returns the members of the params of a message returned by
+// Decode, which split them as it checked the message: the first call
+// takes that split, later ones split again, so each caller owns the
+// Object it gets and may change it.
+func (m *Message) ParamsObject() (Object, error) {
+	if d := m.decoded; d != nil && d.params != nil && sameBytes(d.from, m.Params) {
+		p := d.params
+		d.params = nil
+		return p, nil
+	}
+	return split(m.Params)
+}
+
+// RequestParams is ParamsObject without the `_meta` member (where MCP
+// carries a request's metadata), and that member's own members, as a
+// frontend takes a request: the params or their `_meta` not an object is
+// the -32602 error it answers.
+func (m *Message) RequestParams() (params, meta Object, rpcErr *Error) {
+	d := m.decoded
+	split := d != nil && d.params != nil && d.meta != nil && sameBytes(d.from, m.Params)
+	params, err := m.ParamsObject()
+	if err != nil {
+		return nil, nil, Errorf(CodeInvalidParams, "params must be an object")
+	}
+	if split {
+		meta, d.meta = d.meta, nil
+	} else if meta, err = params.Object("_meta"); err != nil {
+		return nil, nil, Errorf(CodeInvalidParams, "params._meta must be an object")
+	}
+	delete(params, "_meta")
+	return params, meta, nil
+}
+
+// sameBytes reports whether a and b are the same slice of one array.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
 
 // HasID reports whether the message carries a non-null id.
 func (m *Message) HasID() bool { return len(m.ID) > 0 && !bytes.Equal(m.ID, null) }
@@ -110,20 +148,20 @@ func Decode(data []byte) (*Message, *Error) {
 	if len(data) == 0 {
 		return nil, Errorf(CodeInvalidRequest, "empty body")
 	}
-	if !Valid(data) {
-		return nil, Errorf(CodeParseError, "parse error: body is not valid JSON")
-	}
-	if data[0] == '[' {
-		return nil, Errorf(CodeInvalidRequest, "batch requests are not supported")
-	}
 	if data[0] != '{' {
+		switch {
+		case !Valid(data):
+			return nil, Errorf(CodeParseError, "parse error: body is not valid JSON")
+		case data[0] == '[':
+			return nil, Errorf(CodeInvalidRequest, "batch requests are not supported")
+		}
 		return nil, Errorf(CodeInvalidRequest, "a message must be a JSON object")
 	}
-	obj, err := split(data)
-	if err != nil {
-		return nil, Errorf(CodeInvalidRequest, "invalid message: %v", err)
+	obj, d := Object{}, &decoded{}
+	if end, ok := validInto(data, 0, 1, obj, d, 0); !ok || end != len(data) {
+		return nil, Errorf(CodeParseError, "parse error: body is not valid JSON")
 	}
-	m := &Message{ID: obj["id"], Params: obj["params"], Result: obj["result"]}
+	m := &Message{ID: obj["id"], Params: obj["params"], Result: obj["result"], decoded: d}
 	if len(m.ID) > 0 && !validID(m.ID) {
 		m.ID = nil
 		return m, Errorf(CodeInvalidRequest, `"id" must be a string or an integer`)
@@ -176,8 +214,7 @@ func (m *Message) decodeMethod(raw json.RawMessage) *Error {
 func validID(id json.RawMessage) bool {
 	switch id[0] {
 	case '"':
-		var s string
-		return json.Unmarshal(id, &s) == nil
+		return true // a string Decode checked
 	case 'n':
 		return bytes.Equal(id, null)
 	default:

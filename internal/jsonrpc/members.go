@@ -81,3 +81,20 @@ func IsString(v []byte, s string) bool {
 	d, err := unquote(v)
 	return err == nil && d == s
 }
+
+// PlainKey returns the bytes between the quotes of the key literal lit (as
+// Members gives it) when they are the key itself: plain ASCII without
+// escapes; ok is false otherwise. A map lookup o[string(key)] allocates
+// nothing, where decoding the key would.
+func PlainKey(lit []byte) (key []byte, ok bool) {
+	if len(lit) < 2 {
+		return nil, false
+	}
+	key = lit[1 : len(lit)-1]
+	for _, c := range key {
+		if c == '\\' || c >= 0x80 {
+			return nil, false
+		}
+	}
+	return key, true
+}

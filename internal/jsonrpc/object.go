@@ -52,7 +52,7 @@ func split(raw []byte) (Object, error) {
 	}
 	for {
 		kEnd := skipString(raw, i)
-		key, err := unquote(raw[i:kEnd])
+		key, err := internKey(raw[i:kEnd])
 		if err != nil {
 			return nil, err
 		}
@@ -286,4 +286,58 @@ func (o Object) SetObjects(key string, objs []Object) {
 		b = append(b, obj.Marshal()...)
 	}
 	o[key] = append(b, ']')
+}
+
+// AppendQuote appends s encoded as a JSON string, as Quote would, without
+// allocating when s needs no escaping.
+func AppendQuote(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return append(dst, Quote(s)...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+// internKey decodes a key literal as unquote does, giving the keys of
+// every request and answer (the envelope's, MCP's params and `_meta`'s)
+// as constants rather than a new string each.
+func internKey(lit []byte) (string, error) {
+	switch string(lit) {
+	case `"jsonrpc"`:
+		return "jsonrpc", nil
+	case `"id"`:
+		return "id", nil
+	case `"method"`:
+		return "method", nil
+	case `"params"`:
+		return "params", nil
+	case `"result"`:
+		return "result", nil
+	case `"error"`:
+		return "error", nil
+	case `"_meta"`:
+		return "_meta", nil
+	case `"name"`:
+		return "name", nil
+	case `"arguments"`:
+		return "arguments", nil
+	case `"uri"`:
+		return "uri", nil
+	case `"cursor"`:
+		return "cursor", nil
+	case `"progressToken"`:
+		return "progressToken", nil
+	case `"io.modelcontextprotocol/protocolVersion"`:
+		return "io.modelcontextprotocol/protocolVersion", nil
+	case `"io.modelcontextprotocol/clientCapabilities"`:
+		return "io.modelcontextprotocol/clientCapabilities", nil
+	case `"io.modelcontextprotocol/clientInfo"`:
+		return "io.modelcontextprotocol/clientInfo", nil
+	case `"io.modelcontextprotocol/logLevel"`:
+		return "io.modelcontextprotocol/logLevel", nil
+	}
+	return unquote(lit)
 }

@@ -2,11 +2,10 @@ package jsonrpc
 
 // Valid reports whether b is one JSON value, exactly as encoding/json's
 // Valid judges it (RFC 8259, strings' bytes not checked as UTF-8, nesting
-// at most 10,000 deep), in one pass of plain loops: every message Manifold
-// takes in is checked once, before the scanners above find its
-// boundaries, and encoding/json's state machine, a call per byte, was
-// half of a request's decoding. FuzzValid holds the two to the same
-// verdicts.
+// at most 10,000 deep), in one pass of plain loops: encoding/json's state
+// machine, a call per byte, was half of a request's decoding. FuzzValid
+// holds the two to the same verdicts. A message itself is checked by the
+// same loops as Decode splits it (validInto), in the one pass.
 func Valid(b []byte) bool {
 	i, ok := validValue(b, skipSpace(b, 0), 0)
 	return ok && skipSpace(b, i) == len(b)
@@ -179,4 +178,81 @@ func validLiteral(b []byte, i int, lit string) (int, bool) {
 		return i, false
 	}
 	return i + len(lit), true
+}
+
+// decoded is what Decode split of a request's params as it checked them.
+type decoded struct {
+	from         []byte // the params they were split from
+	params, meta Object
+}
+
+// validInto is validObject for the object at b[i] that also puts its
+// members in o, as split does: the one pass that checks a message splits
+// it. level 0 is the message, whose params object is split into d too, as
+// is (level 1) their `_meta`. A repeated key keeps its last value, its
+// split included.
+func validInto(b []byte, i, depth int, o Object, d *decoded, level int) (int, bool) {
+	if depth > maxDepth {
+		return i, false
+	}
+	if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, false
+		}
+		lit := i
+		var ok bool
+		if i, ok = validString(b, i); !ok {
+			return i, false
+		}
+		key, err := internKey(b[lit:i])
+		if err != nil {
+			return i, false
+		}
+		if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+			return i, false
+		}
+		v := skipSpace(b, i+1)
+		if i, ok = d.validMember(b, v, depth, key, level); !ok {
+			return i, false
+		}
+		o[key] = b[v:i:i]
+		if i = skipSpace(b, i); i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case '}':
+			return i + 1, true
+		case ',':
+			i = skipSpace(b, i+1)
+		default:
+			return i, false
+		}
+	}
+}
+
+// validMember checks the value of member key at b[v], splitting it into d
+// when it is the params of a message or their `_meta`.
+func (d *decoded) validMember(b []byte, v, depth int, key string, level int) (int, bool) {
+	switch {
+	case level == 0 && key == "params":
+		d.params, d.meta = nil, nil
+		if v < len(b) && b[v] == '{' {
+			p := Object{}
+			end, ok := validInto(b, v, depth+1, p, d, 1)
+			d.params, d.from = p, b[v:end:end]
+			return end, ok
+		}
+	case level == 1 && key == "_meta":
+		d.meta = nil
+		if v < len(b) && b[v] == '{' {
+			m := Object{}
+			end, ok := validInto(b, v, depth+1, m, d, 2)
+			d.meta = m
+			return end, ok
+		}
+	}
+	return validValue(b, v, depth)
 }

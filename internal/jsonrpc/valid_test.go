@@ -1,7 +1,9 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -56,5 +58,67 @@ func BenchmarkValid(b *testing.B) {
 				json.Valid(in)
 			}
 		})
+	}
+}
+
+// Decode checks and splits a message in one pass: its verdict is
+// encoding/json's (-32700 exactly when json.Valid refuses the body), and
+// what it splits, the params and their `_meta` included, is what
+// encoding/json decodes and a split of the checked bytes gives.
+func FuzzDecodeSplits(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a_b","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+		`{"jsonrpc":"2.0","id":"x","method":"m","params":{"_meta":{"a":1},"_meta":null},"params":{"_meta":{"b":2}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"a":1}},"params":{"n":1}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"a":1},"_meta":null}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`, `{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}`,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":"x"}}`, `{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1,}}`,
+		`{"p\u0061rams":{"_meta":{}},"id":null}`, ` [{}] `, `"x"`, `{"a":1} x`, `{"id":1,"id":"\u00e9"}`, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		m, e := Decode(in)
+		data := bytes.TrimSpace(in)
+		if invalid := len(data) > 0 && !json.Valid(data); invalid != (e != nil && e.Code == CodeParseError) {
+			t.Fatalf("Decode(%q): %v; json.Valid says %v", in, e, !invalid)
+		}
+		var whole map[string]json.RawMessage
+		if m == nil || json.Unmarshal(data, &whole) != nil {
+			return
+		}
+		if !sameMember(m.Params, whole["params"]) || e == nil && !sameMember(m.Result, whole["result"]) {
+			t.Fatalf("Decode(%q): params %s, result %s; encoding/json %s, %s", in, m.Params, m.Result, whole["params"], whole["result"])
+		}
+		if e != nil {
+			return
+		}
+		wantParams, err := split(m.Params)
+		if err != nil {
+			return
+		}
+		wantMeta, metaErr := wantParams.Object("_meta")
+		delete(wantParams, "_meta")
+		params, meta, rpcErr := m.RequestParams()
+		if (rpcErr != nil) != (metaErr != nil) || rpcErr == nil && (!reflect.DeepEqual(params, wantParams) || !reflect.DeepEqual(meta, wantMeta)) {
+			t.Fatalf("Decode(%q).RequestParams() = %v, %v, %v; a split gives %v, %v, %v", in, params, meta, rpcErr, wantParams, wantMeta, metaErr)
+		}
+		again, _ := m.ParamsObject()
+		if want, _ := split(m.Params); !reflect.DeepEqual(again, want) {
+			t.Fatalf("a second ParamsObject of %q: %v, want %v", in, again, want)
+		}
+	})
+}
+
+func sameMember(a, b []byte) bool { return len(a) == 0 && len(b) == 0 || sameJSON(a, b) }
+
+// A modern request taken as a frontend takes it: checked, split, its
+// params and their `_meta` split.
+func BenchmarkDecodeRequest(b *testing.B) {
+	in := []byte(`{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"docs_search","arguments":{"query":"lorem ipsum","limit":10},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		m, _ := Decode(in)
+		_, _, _ = m.RequestParams()
 	}
 }

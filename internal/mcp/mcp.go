@@ -154,6 +154,13 @@ type Request struct {
 	Params jsonrpc.Object
 	// Meta is the caller's request `_meta`.
 	Meta jsonrpc.Object
+	// Raw is the params as the caller sent them, `_meta` included, when
+	// Params and Meta were split from it (JSON Decode checked); nil
+	// otherwise. It is a guide,
+	// never the truth: the upstream's request is spliced from its bytes
+	// where Params and Meta still hold them (a name or URI replaced,
+	// members added), so whoever edits Params or Meta need not clear it.
+	Raw json.RawMessage
 	// Header is the caller's HTTP header; upstreams pick what their
 	// forward_headers name.
 	Header http.Header

@@ -92,15 +92,10 @@ func NewDispatcher(o Options) *Dispatcher {
 // (-32020: a mismatch beats an unsupported version), then the version
 // itself (-32022), then the mirrored method and name (-32020).
 func Validate(msg *jsonrpc.Message, mirror mcp.Mirror) (*mcp.Request, *jsonrpc.Error) {
-	params, err := msg.ParamsObject()
-	if err != nil {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params must be an object")
+	params, meta, rpcErr := msg.RequestParams()
+	if rpcErr != nil {
+		return nil, rpcErr
 	}
-	meta, err := params.Object("_meta")
-	if err != nil {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta must be an object")
-	}
-	delete(params, "_meta")
 	version, ok := meta.Str(mcp.MetaProtocolVersion)
 	if !ok || version == "" {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta[%q] is required and must be a string", mcp.MetaProtocolVersion)
@@ -127,7 +122,7 @@ func Validate(msg *jsonrpc.Message, mirror mcp.Mirror) (*mcp.Request, *jsonrpc.E
 			return nil, rpcErr
 		}
 	}
-	return &mcp.Request{Method: msg.Method, Params: params, Meta: meta, Mirror: mirror}, nil
+	return &mcp.Request{Method: msg.Method, Params: params, Meta: meta, Raw: msg.Params, Mirror: mirror}, nil
 }
 
 func check(mirror mcp.Mirror, field, want string) *jsonrpc.Error {

@@ -476,15 +476,10 @@ func (l *Legacy) subscribe(ctx context.Context, s *session.Session, msg *jsonrpc
 // modernRequest translates a legacy request into the modern one the router
 // serves: the session supplies the `_meta` members a modern caller sends.
 func modernRequest(s *session.Session, msg *jsonrpc.Message) (*mcp.Request, *jsonrpc.Error) {
-	params, err := msg.ParamsObject()
-	if err != nil {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params must be an object")
+	params, meta, rpcErr := msg.RequestParams()
+	if rpcErr != nil {
+		return nil, rpcErr
 	}
-	meta, err := params.Object("_meta")
-	if err != nil {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta must be an object")
-	}
-	delete(params, "_meta")
 	for k := range meta {
 		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
 			delete(meta, k)
@@ -498,7 +493,7 @@ func modernRequest(s *session.Session, msg *jsonrpc.Message) (*mcp.Request, *jso
 	if s.LogLevel != "" {
 		meta[mcp.MetaLogLevel] = jsonrpc.Quote(s.LogLevel)
 	}
-	return &mcp.Request{Method: msg.Method, Params: params, Meta: meta, CallerVersion: s.Version}, nil
+	return &mcp.Request{Method: msg.Method, Params: params, Meta: meta, Raw: msg.Params, CallerVersion: s.Version}, nil
 }
 
 func orEmpty(raw json.RawMessage) json.RawMessage {
