@@ -106,9 +106,8 @@ func held(req *mcp.Request) bool {
 func (hs *holds) start(ctx context.Context, req *mcp.Request, call func(context.Context, mcp.Ask) (json.RawMessage, error)) (json.RawMessage, error) {
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h := &hold{owner: hs.ownerOf(ctx, req), asked: make(chan question), done: make(chan answered, 1), cancel: cancel}
-	caps := clientCapabilities(req)
 	ask := func(qctx context.Context, q *jsonrpc.Message) (json.RawMessage, error) {
-		if need := mcp.Questions[q.Method]; !caps[need] {
+		if need := mcp.Questions[q.Method]; need == "" || !req.Declares(need) {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "the caller did not declare the %s capability", need)
 		}
 		qu := question{msg: q, answer: make(chan json.RawMessage, 1)}
@@ -239,15 +238,4 @@ func (hs *holds) mac(p string) []byte {
 	m.Write([]byte("manifold-hold-v1\x00"))
 	m.Write([]byte(p))
 	return m.Sum(nil)
-}
-
-// clientCapabilities returns the capabilities the caller declared.
-func clientCapabilities(req *mcp.Request) map[string]bool {
-	var caps map[string]json.RawMessage
-	_ = json.Unmarshal(req.Meta[mcp.MetaClientCapabilities], &caps)
-	out := map[string]bool{}
-	for k := range caps {
-		out[k] = true
-	}
-	return out
 }

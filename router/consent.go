@@ -43,7 +43,7 @@ func consenting(req *mcp.Request) bool {
 // error that names it.
 func (hs *holds) askConsent(ctx context.Context, req *mcp.Request, cr *oauth.ConsentRequired) (json.RawMessage, error) {
 	link, message := cr.Consent()
-	if !declaresURLElicitation(req) {
+	if !req.Declares("elicitation", "url") {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMissingCapability, "%s Open %s, then send the request again (the client did not declare elicitation.url, so it cannot be asked)", message, link).
 			WithData(map[string]any{"requiredCapabilities": map[string]any{"elicitation": map[string]any{"url": map[string]any{}}}, "url": link, "upstream": cr.Upstream, "message": message})
 	}
@@ -108,15 +108,4 @@ func (hs *holds) openConsent(state, owner string) (upstream string, err error) {
 		return "", fmt.Errorf("the consent expired; send the request again")
 	}
 	return parts[1], nil
-}
-
-// declaresURLElicitation reports whether the caller declared it can be
-// asked to open a URL.
-func declaresURLElicitation(req *mcp.Request) bool {
-	var caps struct {
-		Elicitation map[string]json.RawMessage `json:"elicitation"`
-	}
-	_ = json.Unmarshal(req.Meta[mcp.MetaClientCapabilities], &caps)
-	_, ok := caps.Elicitation["url"]
-	return ok
 }

@@ -101,10 +101,8 @@ func (u *Upstream) speaksEra(s *session, req *mcp.Request) bool {
 // takesQuestions reports whether the caller declared a capability a
 // server's question needs.
 func takesQuestions(req *mcp.Request) bool {
-	var caps map[string]json.RawMessage
-	_ = json.Unmarshal(req.Meta[mcp.MetaClientCapabilities], &caps)
 	for _, need := range mcp.Questions {
-		if _, ok := caps[need]; ok {
+		if req.Declares(need) {
 			return true
 		}
 	}

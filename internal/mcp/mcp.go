@@ -257,3 +257,28 @@ func LogAllowed(level string, m *jsonrpc.Message) bool {
 	_ = json.Unmarshal(m.Params, &p)
 	return slices.Index(LogLevels, p.Level) >= want
 }
+
+// Declares reports whether the caller declared the client capability at
+// path in its `_meta` (Declares("sampling"), Declares("elicitation",
+// "url")): each step a member of an object, whatever its value. The
+// capabilities are walked where they lie, not decoded.
+func (r *Request) Declares(path ...string) bool {
+	v := []byte(r.Meta[MetaClientCapabilities])
+	for _, name := range path {
+		var buf [8]jsonrpc.MemberRange
+		members, err := jsonrpc.Members(v, buf[:0])
+		if err != nil {
+			return false
+		}
+		found := false
+		for _, m := range members {
+			if jsonrpc.KeyIs(m.Key, name) {
+				v, found = m.Value, true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}

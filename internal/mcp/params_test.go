@@ -70,3 +70,26 @@ func TestParamHeaderValue(t *testing.T) {
 		}
 	}
 }
+
+// Declares walks the capabilities a caller declared as decoding them
+// would: a member of an object at each step, whatever its value.
+func TestDeclares(t *testing.T) {
+	for caps, want := range map[string][3]bool{ // sampling, elicitation, elicitation.url
+		`{"sampling":{},"elicitation":{"url":{}}}`:            {true, true, true},
+		`{"elicitation":{"form":{}}}`:                         {false, true, false},
+		`{"elicitation":true}`:                                {false, true, false},
+		`{"sampling":null,"\u0065licitation":{"\u0075rl":1}}`: {true, true, true},
+		`[]`: {false, false, false},
+		``:   {false, false, false},
+	} {
+		meta := jsonrpc.Object{}
+		if caps != "" {
+			meta[MetaClientCapabilities] = json.RawMessage(caps)
+		}
+		r := &Request{Meta: meta}
+		got := [3]bool{r.Declares("sampling"), r.Declares("elicitation"), r.Declares("elicitation", "url")}
+		if got != want {
+			t.Errorf("%s: Declares %v, want %v", caps, got, want)
+		}
+	}
+}
