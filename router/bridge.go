@@ -212,25 +212,41 @@ func (hs *holds) release(h *hold) {
 // seal makes a requestState naming hold id and the question key, which
 // only this replica can open.
 func (hs *holds) seal(id, key string) string {
-	payload := base64.RawURLEncoding.EncodeToString([]byte(hs.replica + "\x00" + id + "\x00" + key))
-	return statePrefix + payload + "." + base64.RawURLEncoding.EncodeToString(hs.mac(payload))
+	return hs.sealFields(statePrefix, "", hs.replica, id, key)
 }
 
 func (hs *holds) open(state string) (id, key string, err error) {
-	p, sig, ok := strings.Cut(strings.TrimPrefix(state, statePrefix), ".")
-	got, derr := base64.RawURLEncoding.Strict().DecodeString(sig)
-	if !ok || derr != nil || !hmac.Equal(got, hs.mac(p)) {
-		return "", "", fmt.Errorf("not a requestState Manifold issued (tampered?)")
-	}
-	raw, err := base64.RawURLEncoding.Strict().DecodeString(p)
-	parts := strings.Split(string(raw), "\x00")
-	if err != nil || len(parts) != 3 {
-		return "", "", fmt.Errorf("malformed")
+	parts, err := hs.openFields(state, statePrefix, "", 3)
+	if err != nil {
+		return "", "", err
 	}
 	if parts[0] != hs.replica {
 		return "", "", fmt.Errorf("the request is held by another replica (or one that restarted); send the request again")
 	}
 	return parts[1], parts[2], nil
+}
+
+// sealFields makes a requestState of prefix carrying fields, MACed under
+// domain (so that one kind of state is never taken for another).
+func (hs *holds) sealFields(prefix, domain string, fields ...string) string {
+	payload := base64.RawURLEncoding.EncodeToString([]byte(strings.Join(fields, "\x00")))
+	return prefix + payload + "." + base64.RawURLEncoding.EncodeToString(hs.mac(domain+payload))
+}
+
+// openFields checks a requestState sealFields made and returns its n
+// fields.
+func (hs *holds) openFields(state, prefix, domain string, n int) ([]string, error) {
+	p, sig, ok := strings.Cut(strings.TrimPrefix(state, prefix), ".")
+	got, derr := base64.RawURLEncoding.Strict().DecodeString(sig)
+	if !ok || derr != nil || !hmac.Equal(got, hs.mac(domain+p)) {
+		return nil, fmt.Errorf("not a requestState Manifold issued (tampered?)")
+	}
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(p)
+	parts := strings.Split(string(raw), "\x00")
+	if err != nil || len(parts) != n {
+		return nil, fmt.Errorf("malformed")
+	}
+	return parts, nil
 }
 
 func (hs *holds) mac(p string) []byte {

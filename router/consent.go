@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"crypto/hmac"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -86,20 +85,13 @@ func (hs *holds) resumeConsent(ctx context.Context, req *mcp.Request) (*mcp.Requ
 // sealConsent makes the requestState of a consent for owner.
 func (hs *holds) sealConsent(owner, upstream string) string {
 	exp := strconv.FormatInt(time.Now().Add(consentTTL).Unix(), 10)
-	payload := base64.RawURLEncoding.EncodeToString([]byte(owner + "\x00" + upstream + "\x00" + exp))
-	return consentPrefix + payload + "." + base64.RawURLEncoding.EncodeToString(hs.mac("consent\x00"+payload))
+	return hs.sealFields(consentPrefix, "consent\x00", owner, upstream, exp)
 }
 
 func (hs *holds) openConsent(state, owner string) (upstream string, err error) {
-	p, sig, ok := strings.Cut(strings.TrimPrefix(state, consentPrefix), ".")
-	got, derr := base64.RawURLEncoding.Strict().DecodeString(sig)
-	if !ok || derr != nil || !hmac.Equal(got, hs.mac("consent\x00"+p)) {
-		return "", fmt.Errorf("not a requestState Manifold issued (tampered?)")
-	}
-	raw, _ := base64.RawURLEncoding.Strict().DecodeString(p)
-	parts := strings.Split(string(raw), "\x00")
-	if len(parts) != 3 {
-		return "", fmt.Errorf("malformed")
+	parts, err := hs.openFields(state, consentPrefix, "consent\x00", 3)
+	if err != nil {
+		return "", err
 	}
 	if !hmac.Equal([]byte(parts[0]), []byte(owner)) {
 		return "", fmt.Errorf("issued to another caller")
