@@ -66,6 +66,9 @@ type Merger struct {
 	// first upstream's in configuration order is kept. Needed when names
 	// and URIs are not namespaced.
 	Unique bool
+
+	poolOnce sync.Once
+	pool     *workers
 }
 
 // Routes is what a listing learns of its upstreams and knows of them: it
@@ -174,16 +177,20 @@ func (m *Merger) pending(view string, upstreams []string, req *mcp.Request) (map
 	return c.Pending, nil
 }
 
-// fetchAll fetches one page of every pending upstream, in parallel.
+// fetchAll fetches one page of every pending upstream, in parallel, on
+// the Merger's workers.
 func (m *Merger) fetchAll(ctx context.Context, f Fetcher, upstreams []string, pending map[string]string, req *mcp.Request, listField string) []page {
 	pages := make([]page, len(upstreams))
+	m.poolOnce.Do(func() { m.pool = &workers{jobs: make(chan func())} })
 	var wg sync.WaitGroup
 	for i, name := range upstreams {
 		cur, ok := pending[name]
 		if !ok {
 			continue
 		}
-		wg.Go(func() {
+		wg.Add(1)
+		m.pool.run(func() {
+			defer wg.Done()
 			// One child span per upstream of the fan-out.
 			ctx, span := tracer.Start(ctx, "merge.page", trace.WithAttributes(attribute.String("manifold.upstream", name)))
 			defer span.End()
