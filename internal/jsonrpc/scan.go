@@ -179,6 +179,9 @@ func FilterItems(obj json.RawMessage, list string, keep func(item json.RawMessag
 	kept := false  // out holds an element
 	for i := skipSpace(obj, start+1); i < end && obj[i] != ']'; {
 		e := skipValue(obj, i)
+		if e <= i {
+			return nil, errors.New("not valid JSON") // no element here: stop, never spin
+		}
 		ok, err := keep(obj[i:e:e])
 		switch {
 		case err != nil:
