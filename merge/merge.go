@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
@@ -34,7 +35,8 @@ import (
 )
 
 // Fetcher fetches one page of a list from one upstream: the upstream's result
-// object, with URIs already in the merged view. req is the caller's request
+// object, with URIs already in the merged view, valid JSON (as every answer
+// is that jsonrpc.Decode took in): it is read without being checked again. req is the caller's request
 // with the upstream's own cursor in its params. A *jsonrpc.Error is the
 // upstream's answer; ErrNoList says the upstream has no such list; any other
 // error is a failure to get one.
@@ -65,6 +67,9 @@ type Merger struct {
 	// first upstream's in configuration order is kept. Needed when names
 	// and URIs are not namespaced.
 	Unique bool
+
+	poolOnce sync.Once
+	pool     *workers
 }
 
 // Routes is what a listing learns of its upstreams and knows of them: it
@@ -173,16 +178,20 @@ func (m *Merger) pending(view string, upstreams []string, req *mcp.Request) (map
 	return c.Pending, nil
 }
 
-// fetchAll fetches one page of every pending upstream, in parallel.
+// fetchAll fetches one page of every pending upstream, in parallel, on
+// the Merger's workers.
 func (m *Merger) fetchAll(ctx context.Context, f Fetcher, upstreams []string, pending map[string]string, req *mcp.Request, listField string) []page {
 	pages := make([]page, len(upstreams))
+	m.poolOnce.Do(func() { m.pool = &workers{jobs: make(chan func())} })
 	var wg sync.WaitGroup
 	for i, name := range upstreams {
 		cur, ok := pending[name]
 		if !ok {
 			continue
 		}
-		wg.Go(func() {
+		wg.Add(1)
+		m.pool.run(func() {
+			defer wg.Done()
 			// One child span per upstream of the fan-out.
 			ctx, span := mcptrace.Start(ctx, tracer, "merge.page", func() []trace.SpanStartOption {
 				return []trace.SpanStartOption{trace.WithAttributes(attribute.String("manifold.upstream", name))}
@@ -321,34 +330,84 @@ func fetchPage(ctx context.Context, f Fetcher, upstream string, req *mcp.Request
 	return p
 }
 
-// parsePage reads what a merge needs of one upstream's page: its items,
-// next cursor and cache hints.
+// parsePage reads what a merge needs of one upstream's page, in one pass
+// over its members and without decoding its items: their array (a slice of
+// raw), its next cursor and cache hints. raw must be valid JSON, as every
+// answer is once jsonrpc.Decode took it in (the Fetcher's contract); only
+// its shape is checked here, as encoding/json would check it.
 func parsePage(raw json.RawMessage, listField string) (page, error) {
 	var p page
-	obj, err := jsonrpc.ParseObject(raw)
+	var buf [8]jsonrpc.MemberRange
+	members, err := jsonrpc.Members(raw, buf[:0])
 	if err != nil {
 		return p, err
 	}
-	// The page was validated as JSON when it arrived: only its shape is
-	// checked here. A missing or null list has no items.
-	switch items := bytes.TrimSpace(obj[listField]); {
-	case len(items) == 0 || string(items) == "null":
-	case items[0] != '[':
-		return p, fmt.Errorf("%q: not an array", listField)
-	default:
-		p.items = items
-	}
 	var ttl float64
-	if _, err := obj.Get("ttlMs", &ttl); err != nil {
-		return p, err
-	}
-	if _, err := obj.Get("nextCursor", &p.next); err != nil {
-		return p, err
+	public := false // a missing or unknown cacheScope is private (mcp.NormalizeScope)
+	for _, mr := range members {
+		switch {
+		case jsonrpc.KeyIs(mr.Key, listField):
+			// A missing or null list has no items.
+			if string(mr.Value) != "null" {
+				if len(mr.Value) == 0 || mr.Value[0] != '[' {
+					return p, fmt.Errorf("%q: not an array", listField)
+				}
+				p.items = mr.Value
+			}
+		case jsonrpc.KeyIs(mr.Key, "ttlMs"):
+			if ttl, err = number(mr.Value); err != nil {
+				return p, fmt.Errorf("%q: %w", "ttlMs", err)
+			}
+		case jsonrpc.KeyIs(mr.Key, "nextCursor"):
+			if p.next, err = optionalString(mr.Value); err != nil {
+				return p, fmt.Errorf("%q: %w", "nextCursor", err)
+			}
+		case jsonrpc.KeyIs(mr.Key, "resultType"):
+			p.resultType = resultType(mr.Value)
+		case jsonrpc.KeyIs(mr.Key, "cacheScope"):
+			public = jsonrpc.IsString(mr.Value, mcp.ScopePublic)
+		}
 	}
 	if len(p.next) > MaxUpstreamCursor {
 		return p, fmt.Errorf("nextCursor of %d bytes is longer than %d", len(p.next), MaxUpstreamCursor)
 	}
-	p.resultType = obj.String("resultType")
-	p.ttlMs, p.scope = mcp.NormalizeTTL(ttl), mcp.NormalizeScope(obj.String("cacheScope"))
+	p.ttlMs, p.scope = mcp.NormalizeTTL(ttl), mcp.ScopePrivate
+	if public {
+		p.scope = mcp.ScopePublic
+	}
 	return p, nil
+}
+
+// number reads a JSON number (null: 0) as encoding/json reads one into a
+// float64: one out of its range is an error.
+func number(v []byte) (float64, error) {
+	if string(v) == "null" {
+		return 0, nil
+	}
+	if len(v) == 0 || v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+		return 0, fmt.Errorf("%s is not a number", v)
+	}
+	return strconv.ParseFloat(string(v), 64)
+}
+
+// resultType reads a resultType: "" if it is not a string, and the common
+// one without a copy.
+func resultType(v []byte) string {
+	if jsonrpc.IsString(v, mcp.ResultTypeComplete) {
+		return mcp.ResultTypeComplete
+	}
+	s, _ := jsonrpc.StringValue(v)
+	return s
+}
+
+// optionalString reads a JSON string or null ("").
+func optionalString(v []byte) (string, error) {
+	if string(v) == "null" {
+		return "", nil
+	}
+	s, ok := jsonrpc.StringValue(v)
+	if !ok {
+		return "", fmt.Errorf("%.40s is not a string", v)
+	}
+	return s, nil
 }

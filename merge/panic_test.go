@@ -13,7 +13,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
-// Each upstream's page is fetched on a goroutine of its own: a panic there
+// Each upstream's page is fetched on a goroutine apart (a worker): a panic there
 // leaves that upstream out of the page, like any failure, and the others
 // are served.
 func TestPanickingPageIsContained(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/namespace"
 	"github.com/manifold-mcp/manifold/upstream"
 )
 
@@ -285,38 +286,53 @@ func unknownName(list, name string) *jsonrpc.Error {
 // shapeList makes one upstream's tools or prompts page what callers may
 // see: the names its filter hides left out, and tools whose x-mcp-header
 // annotations are invalid left out with a warning (clients would drop them
-// anyway, and could not call them correctly).
+// anyway, and could not call them correctly). One pass over the page's
+// bytes: a tool is decoded only if it may carry an annotation, and a page
+// that loses nothing is returned as it is.
 func (r *Router) shapeList(u *upstream.Upstream, m *mcp.Method, result json.RawMessage) (json.RawMessage, error) {
-	obj, err := jsonrpc.ParseObject(result)
+	return r.shapePage(u.Name(), u.Exposes, m, result)
+}
+
+// shapePage is shapeList for an upstream named upstream whose filter is
+// exposes.
+func (r *Router) shapePage(upstream string, exposes func(list, name string) bool, m *mcp.Method, result json.RawMessage) (json.RawMessage, error) {
+	return jsonrpc.FilterItems(result, m.Items, func(item json.RawMessage) (bool, error) {
+		if len(item) == 0 || item[0] != '{' {
+			return false, errors.New("a list item is not a JSON object")
+		}
+		name, _ := jsonrpc.MemberString(item, "name")
+		if !exposes(m.Name, name) {
+			return false, nil
+		}
+		if m.Name == mcp.MethodToolsList && mcp.MayMirror(item) {
+			if _, err := paramHeadersOf(item); err != nil {
+				r.warnOnce("invalid-tool\x00"+upstream+"\x00"+name, "upstream tool left out: invalid x-mcp-header annotation", "upstream", upstream, "tool", name, "err", err)
+				return false, nil
+			}
+		}
+		if r.joinedLen(upstream, name) > maxNameLen {
+			joined := r.ns.JoinName(upstream, name)
+			r.warnOnce("long-name\x00"+joined, "namespaced name longer than LLM APIs accept for function names", "name", joined, "length", len(joined), "max", maxNameLen)
+		}
+		return true, nil
+	})
+}
+
+// joinedLen is len(r.ns.JoinName(upstream, name)), without joining them.
+func (r *Router) joinedLen(upstream, name string) int {
+	if !r.ns.Prefix {
+		return len(name)
+	}
+	return len(upstream) + len(namespace.NameSeparator) + len(name)
+}
+
+// paramHeadersOf is mcp.ParamHeaders of a tool's JSON (valid: a page's).
+func paramHeadersOf(tool json.RawMessage) ([]mcp.ParamHeader, error) {
+	obj, err := jsonrpc.ParseValid(tool)
 	if err != nil {
 		return nil, err
 	}
-	items, err := obj.Objects(m.Items)
-	if err != nil || items == nil {
-		return result, err
-	}
-	kept := items[:0]
-	for _, item := range items {
-		name := item.String("name")
-		if !u.Exposes(m.Name, name) {
-			continue
-		}
-		if m.Name == mcp.MethodToolsList {
-			if _, err := mcp.ParamHeaders(item); err != nil {
-				r.warnOnce("invalid-tool\x00"+u.Name()+"\x00"+name, "upstream tool left out: invalid x-mcp-header annotation", "upstream", u.Name(), "tool", name, "err", err)
-				continue
-			}
-		}
-		if joined := r.ns.JoinName(u.Name(), name); len(joined) > maxNameLen {
-			r.warnOnce("long-name\x00"+joined, "namespaced name longer than LLM APIs accept for function names", "name", joined, "length", len(joined), "max", maxNameLen)
-		}
-		kept = append(kept, item)
-	}
-	if len(kept) == len(items) {
-		return result, nil
-	}
-	obj.SetObjects(m.Items, kept)
-	return obj.Marshal(), nil
+	return mcp.ParamHeaders(obj)
 }
 
 // maxNameLen is the longest function name the LLM APIs agents use accept.

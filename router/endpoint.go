@@ -36,28 +36,16 @@ func viewPage(set *upstream.Set, list string, page json.RawMessage) (json.RawMes
 	if !v.Filters(list) {
 		return page, nil
 	}
+	return filterPage(list, page, v.Shows)
+}
+
+// filterPage is page of list with only the items whose identity shows
+// admits, spliced at byte level (jsonrpc.FilterItems): a page that loses
+// nothing is returned as it is.
+func filterPage(list string, page json.RawMessage, shows func(list, id string) bool) (json.RawMessage, error) {
 	m, _ := mcp.Lookup(list)
-	obj, err := jsonrpc.ParseObject(page)
-	if err != nil {
-		return nil, err
-	}
-	items, err := jsonrpc.Elements(obj[m.Items])
-	if err != nil || items == nil {
-		return page, err
-	}
-	kept := make([]json.RawMessage, 0, len(items))
-	for _, item := range items {
-		if id, _ := jsonrpc.MemberString(item, m.ID); v.Shows(list, id) {
-			kept = append(kept, item)
-		}
-	}
-	if len(kept) == len(items) {
-		return page, nil
-	}
-	b, err := json.Marshal(kept)
-	if err != nil {
-		return nil, err
-	}
-	obj[m.Items] = b
-	return obj.Marshal(), nil
+	return jsonrpc.FilterItems(page, m.Items, func(item json.RawMessage) (bool, error) {
+		id, _ := jsonrpc.MemberString(item, m.ID)
+		return shows(list, id), nil
+	})
 }

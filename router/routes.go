@@ -199,12 +199,12 @@ func (t *routes) learnTemplates(upstream string, items []json.RawMessage) {
 // learnHeaders records a listed tool's header-mirrored parameters; the
 // router already left tools with invalid annotations out of the page.
 func (t *routes) learnHeaders(upstream, name string, raw json.RawMessage) {
-	tool, err := jsonrpc.ParseObject(raw)
-	if err != nil {
+	key := upstream + "\x00" + name
+	if !mcp.MayMirror(raw) {
+		delete(t.headers, key) // the common case, decoded no further
 		return
 	}
-	key := upstream + "\x00" + name
-	hs, err := mcp.ParamHeaders(tool)
+	hs, err := paramHeadersOf(raw)
 	if err != nil || len(hs) == 0 {
 		delete(t.headers, key)
 		return

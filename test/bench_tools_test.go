@@ -90,6 +90,46 @@ func BenchmarkToolsListFanOut(b *testing.B) {
 	}
 }
 
+// BenchmarkResourcesListFanOut is BenchmarkToolsListFanOut for a merged
+// resources/list (20 resources per upstream, each URI namespaced), the list
+// scripts/peers -scale -fanout measures across processes.
+func BenchmarkResourcesListFanOut(b *testing.B) {
+	const n = 16
+	yaml := "cache: {memory: {max_bytes: 0}}\nupstreams:"
+	var slowest *httpUpstream
+	for i := 0; i < n; i++ {
+		s := mcp.NewServer(&mcp.Implementation{Name: fmt.Sprint("u", i), Version: "1"}, nil)
+		for j := 0; j < 20; j++ {
+			uri := fmt.Sprintf("test://u%d/doc/%d", i, j)
+			s.AddResource(&mcp.Resource{URI: uri, Name: fmt.Sprint("doc", j), MIMEType: "text/plain"},
+				func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+					return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "x"}}}, nil
+				})
+		}
+		delay := 2*time.Millisecond + time.Duration(i)*500*time.Microsecond
+		inner := modernHandler(s)
+		up := serveHTTP(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(delay)
+			inner.ServeHTTP(w, r)
+		}))
+		yaml += httpUpstreamYAML(fmt.Sprint("u", i), up.URL)
+		slowest = up
+	}
+	p := startProxy(b, yaml)
+	body := []byte(rpcBody(1, "resources/list", ""))
+	h := headers("resources/list", "")
+	for _, tg := range []struct{ name, url string }{{"slowest-alone", slowest.URL}, {"manifold-16", p.URL}} {
+		b.Run(tg.name, func(b *testing.B) {
+			benchPost(b, tg.url, h, body)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				benchPost(b, tg.url, h, body)
+			}
+		})
+	}
+}
+
 // BenchmarkLegacyRead compares a legacy caller's read through Manifold with
 // the same read by a modern caller: both memory-tier hits, so the difference
 // is the session lookup and the translation to the legacy wire. Sessions in

@@ -31,6 +31,9 @@ func Members(obj []byte, buf []MemberRange) ([]MemberRange, error) {
 		kEnd := skipString(obj, i)
 		k := obj[i:kEnd:kEnd]
 		i = skipSpace(obj, skipSpace(obj, kEnd)+1) // past the ':'
+		if i >= len(obj) {
+			return nil, errors.New("not a JSON object") // cut short
+		}
 		vEnd := skipValue(obj, i)
 		buf = dropKey(buf, k)
 		buf = append(buf, MemberRange{Key: k, Value: obj[i:vEnd:vEnd]})
@@ -97,4 +100,14 @@ func PlainKey(lit []byte) (key []byte, ok bool) {
 		}
 	}
 	return key, true
+}
+
+// StringValue decodes the JSON value v if it is a string (without
+// allocating beyond the result when it is plain ASCII without escapes).
+func StringValue(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	s, err := unquote(v)
+	return s, err == nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 )
 
 // Large results (a list page of hundreds of thousands of items) are read
@@ -47,11 +48,10 @@ func Member(obj json.RawMessage, key string) (json.RawMessage, bool) {
 // MemberString returns member key of obj if it is a JSON string.
 func MemberString(obj json.RawMessage, key string) (string, bool) {
 	v, ok := Member(obj, key)
-	if !ok || len(v) < 2 || v[0] != '"' {
+	if !ok {
 		return "", false
 	}
-	s, err := unquote(v)
-	return s, err == nil
+	return StringValue(v)
 }
 
 // memberRange finds the value of member key in obj: the last one, if the
@@ -68,6 +68,9 @@ func memberRange(obj []byte, key string) (start, end int, ok bool) {
 		kEnd := skipString(obj, i)
 		k := obj[i:kEnd]
 		i = skipSpace(obj, skipSpace(obj, kEnd)+1) // past the ':'
+		if i >= len(obj) {
+			break // cut short: obj was not the valid JSON it must be
+		}
 		vEnd := skipValue(obj, i)
 		if keyIs(k, key) {
 			start, end, ok = i, vEnd, true
@@ -147,6 +150,62 @@ func PrefixItems(obj json.RawMessage, list, field, prefix string) (json.RawMessa
 	})
 	if err != nil {
 		return nil, err
+	}
+	out = append(out, ']')
+	return append(out, obj[end:]...), nil
+}
+
+// FilterItems returns obj with only those elements of its array member
+// list that keep accepts. Nothing is decoded and nothing is allocated
+// while every element is kept: obj itself is returned then (and when list
+// is missing or null). Past the first element left out, the rest are
+// spliced into one new buffer; every other byte is copied as it is. obj
+// must be valid JSON. keep's error is returned, as is one for a list that
+// is not an array, and for obj not an object (empty or null: no items).
+func FilterItems(obj json.RawMessage, list string, keep func(item json.RawMessage) (bool, error)) (json.RawMessage, error) {
+	if t := bytes.TrimSpace(obj); len(t) == 0 || string(t) == "null" {
+		return obj, nil
+	} else if t[0] != '{' {
+		return nil, errors.New("not a JSON object")
+	}
+	start, end, ok := memberRange(obj, list)
+	if !ok || bytes.Equal(obj[start:end], null) {
+		return obj, nil
+	}
+	if obj[start] != '[' {
+		return nil, fmt.Errorf("%q: not an array", list)
+	}
+	var out []byte // nil while every element so far is kept
+	kept := false  // out holds an element
+	for i := skipSpace(obj, start+1); i < end && obj[i] != ']'; {
+		e := skipValue(obj, i)
+		if e <= i {
+			return nil, errors.New("not valid JSON") // no element here: stop, never spin
+		}
+		ok, err := keep(obj[i:e:e])
+		switch {
+		case err != nil:
+			return nil, err
+		case !ok && out == nil:
+			// The first one left out: what came before it is kept as it is.
+			out = make([]byte, 0, len(obj))
+			out = append(out, obj[:start+1]...)
+			prior := bytes.TrimRight(obj[start+1:i], " \t\r\n,")
+			out = append(out, prior...)
+			kept = len(bytes.TrimSpace(prior)) > 0
+		case ok && out != nil:
+			if kept {
+				out = append(out, ',')
+			}
+			out, kept = append(out, obj[i:e]...), true
+		}
+		i = skipSpace(obj, e)
+		if i < end && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+		}
+	}
+	if out == nil {
+		return obj, nil
 	}
 	out = append(out, ']')
 	return append(out, obj[end:]...), nil

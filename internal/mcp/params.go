@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,14 @@ const HeaderParamPrefix = "Mcp-Param-"
 // the argument Param travels, as Type dictates, in Mcp-Param-<Header> too.
 type ParamHeader struct {
 	Param, Header, Type string
+}
+
+// MayMirror reports whether the JSON of a tool definition may carry an
+// x-mcp-header annotation: it spells the key out, or has a \u escape,
+// which could spell it another way. Most tools have neither, so a list
+// decodes only the few that may (ParamHeaders).
+func MayMirror(tool []byte) bool {
+	return bytes.Contains(tool, []byte("x-mcp-header")) || bytes.Contains(tool, []byte(`\u`))
 }
 
 // ParamHeaders reads the x-mcp-header annotations of a tool definition's

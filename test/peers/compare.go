@@ -13,6 +13,7 @@ type config struct {
 	manifold, mcpProxy string
 	rounds             int
 	duration           time.Duration
+	fanOutOnly         bool // -scale -fanout: the list fan-out alone
 }
 
 // target is one endpoint under test, with the names it serves the

@@ -28,6 +28,8 @@
 //
 //	go run ./test/peers -scale -manifold bin/manifold [-rounds 5] [-duration 3s]
 //
+// and with -fanout it runs only the last of them, the list fan-out.
+//
 // scripts/peers builds both binaries (mcp-proxy at a pinned version from the
 // module proxy) and runs it (scripts/peers -scale for the curves). The same
 // binary also serves as the upstream, the reverse proxy and the bare
@@ -50,6 +52,7 @@ func main() {
 	delay := flag.Duration("delay", 0, "with -serve upstream: how long resources/list takes")
 	body := flag.String("body", "", "with -serve bare: the file holding the answer to every POST")
 	scale := flag.Bool("scale", false, "run only the scale curves")
+	fanOnly := flag.Bool("fanout", false, "with -scale: run only the 16-upstream list fan-out")
 	manifold := flag.String("manifold", "bin/manifold", "the manifold binary")
 	mcpProxy := flag.String("mcp-proxy", "", "the TBXark/mcp-proxy binary (empty: leave it out)")
 	rounds := flag.Int("rounds", 5, "interleaved rounds")
@@ -67,7 +70,7 @@ func main() {
 		err = serveSSE(*addr)
 	case "":
 		if *scale {
-			err = runScale(config{manifold: *manifold, rounds: *rounds, duration: *duration})
+			err = runScale(config{manifold: *manifold, rounds: *rounds, duration: *duration, fanOutOnly: *fanOnly})
 			break
 		}
 		err = compare(config{manifold: *manifold, mcpProxy: *mcpProxy, rounds: *rounds, duration: *duration})

@@ -64,7 +64,11 @@ func runScale(c config) error {
 	s := &scaleRun{c: c, self: self, dir: dir, procs: &procs, upstreamsY: upstreamsYAML("http://" + up.addr + "/mcp")}
 	fmt.Printf("Scale curves: %d interleaved rounds of %s per target and cell; each figure is median (min–max) over the rounds.\n",
 		c.rounds, c.duration)
-	for _, part := range []func() error{s.curves, s.idle, s.fanOut} {
+	parts := []func() error{s.curves, s.idle, s.fanOut}
+	if c.fanOutOnly {
+		parts = parts[2:]
+	}
+	for _, part := range parts {
 		if err := part(); err != nil {
 			return err
 		}
