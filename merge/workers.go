@@ -1,6 +1,9 @@
 package merge
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // workers run the page fetches of listings on goroutines that outlive one
 // listing. A fetch runs deep (the cache, the upstream's HTTP client), and a
@@ -9,14 +12,20 @@ import "sync"
 // fan-out went to that (runtime.copystack). A worker's stack stays grown
 // between fetches (until the garbage collector shrinks an idle one). At
 // most maxWorkers wait; a fetch that finds none idle gets a goroutine of
-// its own, so a listing never waits for another's.
+// its own, so a listing never waits for another's. A worker left idle for
+// workerIdle ends, so a Merger no longer listing (a stopped process's)
+// keeps none.
 type workers struct {
 	jobs    chan func()
+	idle    time.Duration // workerIdle when zero
 	mu      sync.Mutex
 	started int
 }
 
 const maxWorkers = 64
+
+// workerIdle is how long an idle worker waits for a fetch before it ends.
+const workerIdle = 10 * time.Second
 
 // run runs f on an idle worker, a new one while there are fewer than
 // maxWorkers, or a goroutine of its own.
@@ -39,9 +48,25 @@ func (w *workers) run(f func()) {
 	go w.work(f)
 }
 
-// work runs f, then whatever run hands it, for the life of the process.
+// work runs f, then whatever run hands it, until none comes for
+// workerIdle.
 func (w *workers) work(f func()) {
-	for ; f != nil; f = <-w.jobs {
-		f()
+	wait := w.idle
+	if wait == 0 {
+		wait = workerIdle
 	}
+	idle := time.NewTimer(wait)
+	defer idle.Stop()
+	for f != nil {
+		f()
+		idle.Reset(wait)
+		select {
+		case f = <-w.jobs:
+		case <-idle.C:
+			f = nil
+		}
+	}
+	w.mu.Lock()
+	w.started--
+	w.mu.Unlock()
 }

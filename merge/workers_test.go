@@ -3,6 +3,7 @@ package merge
 import (
 	"sync"
 	"testing"
+	"time"
 )
 
 // More fetches at once than there are workers all run, at once: the ones
@@ -37,5 +38,28 @@ func TestWorkersRunEveryFetchAtOnce(t *testing.T) {
 	again.Wait()
 	if w.started != maxWorkers {
 		t.Fatalf("%d workers after they went idle, want %d", w.started, maxWorkers)
+	}
+}
+
+// Workers left idle end: a Merger that stopped listing (a stopped
+// process's) keeps no goroutine.
+func TestIdleWorkersEnd(t *testing.T) {
+	w := &workers{jobs: make(chan func()), idle: 10 * time.Millisecond}
+	var done sync.WaitGroup
+	done.Add(8)
+	for range 8 {
+		w.run(done.Done)
+	}
+	done.Wait()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		w.mu.Lock()
+		n := w.started
+		w.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle workers still running", n)
+		}
 	}
 }
