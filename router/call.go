@@ -232,22 +232,36 @@ func (r *Router) learn(ctx context.Context, set *upstream.Set, ups []*upstream.U
 			continue
 		}
 		var all []json.RawMessage
-		req := &mcp.Request{Method: list, Params: jsonrpc.Object{}, Meta: jsonrpc.Object{}}
-		for page := 0; page < learnPages; page++ {
-			obj, next, err := r.listPage(ctx, u, req, m)
-			if err != nil {
-				break
-			}
-			items, _ := jsonrpc.Elements(obj[m.Items])
+		r.eachPage(ctx, u, m, nil, func(items []json.RawMessage, last bool) {
 			all = append(all, items...)
-			if next == "" {
+			if last {
 				routes.relist(u.Name(), list, all)
-				break
+			} else {
+				routes.observeItems(u.Name(), list, items)
 			}
-			routes.observeItems(u.Name(), list, items)
-			req = &mcp.Request{Method: list, Params: jsonrpc.Object{"cursor": jsonrpc.Quote(next)}, Meta: jsonrpc.Object{}}
-		}
+		})
 	}
+}
+
+// eachPage lists m on u (every page, at most learnPages, through the
+// cache, with header for an upstream that wants the caller's credential)
+// and hands each page's items to page, saying whether it is the last; it
+// reports whether the list was read to its end.
+func (r *Router) eachPage(ctx context.Context, u *upstream.Upstream, m *mcp.Method, header http.Header, page func(items []json.RawMessage, last bool)) bool {
+	req := &mcp.Request{Method: m.Name, Params: jsonrpc.Object{}, Meta: jsonrpc.Object{}, Header: header}
+	for range learnPages {
+		obj, next, err := r.listPage(ctx, u, req, m)
+		if err != nil {
+			return false
+		}
+		items, _ := jsonrpc.Elements(obj[m.Items])
+		page(items, next == "")
+		if next == "" {
+			return true
+		}
+		req = &mcp.Request{Method: m.Name, Params: jsonrpc.Object{"cursor": jsonrpc.Quote(next)}, Meta: jsonrpc.Object{}, Header: header}
+	}
+	return false
 }
 
 // learnWhole is learn of the upstreams of ups not yet listed whole.

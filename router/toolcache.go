@@ -245,13 +245,7 @@ func (r *Router) listReadOnly(ctx context.Context, u *upstream.Upstream, header 
 	ctx = unnoted(ctx) // Manifold's own listing is not the request's answer
 	m, _ := mcp.Lookup(mcp.MethodToolsList)
 	tools := map[string]bool{}
-	req := &mcp.Request{Method: m.Name, Params: jsonrpc.Object{}, Meta: jsonrpc.Object{}, Header: header}
-	for range learnPages {
-		obj, next, err := r.listPage(ctx, u, req, m)
-		if err != nil {
-			return tools, false
-		}
-		items, _ := jsonrpc.Elements(obj[m.Items])
+	whole := r.eachPage(ctx, u, m, header, func(items []json.RawMessage, _ bool) {
 		for _, item := range items {
 			var t struct {
 				Name        string `json:"name"`
@@ -263,10 +257,6 @@ func (r *Router) listReadOnly(ctx context.Context, u *upstream.Upstream, header 
 				tools[t.Name] = true
 			}
 		}
-		if next == "" {
-			return tools, true
-		}
-		req = &mcp.Request{Method: m.Name, Params: jsonrpc.Object{"cursor": jsonrpc.Quote(next)}, Meta: jsonrpc.Object{}, Header: header}
-	}
-	return tools, false
+	})
+	return tools, whole
 }
