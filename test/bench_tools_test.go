@@ -58,47 +58,19 @@ func BenchmarkToolCall(b *testing.B) {
 // so the slowest takes 9.5 ms) with tools/list sent to the slowest one
 // alone. The cache is off: every page is fetched.
 func BenchmarkToolsListFanOut(b *testing.B) {
-	const n = 16
-	yaml := "cache: {memory: {max_bytes: 0}}\nupstreams:"
-	var slowest *httpUpstream
-	for i := 0; i < n; i++ {
-		s := mcp.NewServer(&mcp.Implementation{Name: fmt.Sprint("u", i), Version: "1"}, nil)
+	benchListFanOut(b, "tools/list", func(i int, s *mcp.Server) {
 		for j := 0; j < 20; j++ {
 			s.AddTool(&mcp.Tool{Name: fmt.Sprint("tool", j), Description: "a tool of the benchmark", InputSchema: objectSchema(`{"q":{"type":"string"}}`)},
 				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return textResult("x"), nil })
 		}
-		delay := 2*time.Millisecond + time.Duration(i)*500*time.Microsecond
-		inner := modernHandler(s)
-		up := serveHTTP(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			time.Sleep(delay)
-			inner.ServeHTTP(w, r)
-		}))
-		yaml += httpUpstreamYAML(fmt.Sprint("u", i), up.URL)
-		slowest = up
-	}
-	p := startProxy(b, yaml)
-	body := []byte(rpcBody(1, "tools/list", ""))
-	h := headers("tools/list", "")
-	for _, tg := range []struct{ name, url string }{{"slowest-alone", slowest.URL}, {"manifold-16", p.URL}} {
-		b.Run(tg.name, func(b *testing.B) {
-			benchPost(b, tg.url, h, body)
-			b.ResetTimer()
-			for b.Loop() {
-				benchPost(b, tg.url, h, body)
-			}
-		})
-	}
+	})
 }
 
 // BenchmarkResourcesListFanOut is BenchmarkToolsListFanOut for a merged
 // resources/list (20 resources per upstream, each URI namespaced), the list
 // scripts/peers -scale -fanout measures across processes.
 func BenchmarkResourcesListFanOut(b *testing.B) {
-	const n = 16
-	yaml := "cache: {memory: {max_bytes: 0}}\nupstreams:"
-	var slowest *httpUpstream
-	for i := 0; i < n; i++ {
-		s := mcp.NewServer(&mcp.Implementation{Name: fmt.Sprint("u", i), Version: "1"}, nil)
+	benchListFanOut(b, "resources/list", func(i int, s *mcp.Server) {
 		for j := 0; j < 20; j++ {
 			uri := fmt.Sprintf("test://u%d/doc/%d", i, j)
 			s.AddResource(&mcp.Resource{URI: uri, Name: fmt.Sprint("doc", j), MIMEType: "text/plain"},
@@ -106,6 +78,19 @@ func BenchmarkResourcesListFanOut(b *testing.B) {
 					return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "x"}}}, nil
 				})
 		}
+	})
+}
+
+// benchListFanOut lists list through Manifold over 16 go-sdk upstreams
+// that fill adds to, the i-th answering after 2 ms + i×0.5 ms, against the
+// slowest alone; the cache is off, so every page is fetched.
+func benchListFanOut(b *testing.B, list string, fill func(i int, s *mcp.Server)) {
+	const n = 16
+	yaml := "cache: {memory: {max_bytes: 0}}\nupstreams:"
+	var slowest *httpUpstream
+	for i := 0; i < n; i++ {
+		s := mcp.NewServer(&mcp.Implementation{Name: fmt.Sprint("u", i), Version: "1"}, nil)
+		fill(i, s)
 		delay := 2*time.Millisecond + time.Duration(i)*500*time.Microsecond
 		inner := modernHandler(s)
 		up := serveHTTP(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -116,8 +101,8 @@ func BenchmarkResourcesListFanOut(b *testing.B) {
 		slowest = up
 	}
 	p := startProxy(b, yaml)
-	body := []byte(rpcBody(1, "resources/list", ""))
-	h := headers("resources/list", "")
+	body := []byte(rpcBody(1, list, ""))
+	h := headers(list, "")
 	for _, tg := range []struct{ name, url string }{{"slowest-alone", slowest.URL}, {"manifold-16", p.URL}} {
 		b.Run(tg.name, func(b *testing.B) {
 			benchPost(b, tg.url, h, body)

@@ -281,22 +281,28 @@ func (c *stdioConn) dispatch(p *process, line []byte) {
 		c.log.Warn("upstream wrote a line that is not a JSON-RPC message", "err", rpcErr.Message)
 		return
 	}
+	var l *listening
+	if m.IsNotification() {
+		// Looked up once: the listen may end (its caller leaving) at any
+		// moment, and what was found must be what is delivered to.
+		l = p.listenFor(m)
+	}
 	switch {
 	case m.IsResponse():
 		p.pmu.Lock()
 		pc := p.pending[string(m.ID)]
 		delete(p.pending, string(m.ID))
-		l := p.listens[string(m.ID)]
+		ended := p.listens[string(m.ID)]
 		delete(p.listens, string(m.ID))
 		p.pmu.Unlock()
 		if pc != nil {
 			pc.reply <- m
 		}
-		if l != nil {
-			close(l.closed)
+		if ended != nil {
+			close(ended.closed)
 		}
-	case m.IsNotification() && p.listenFor(m) != nil:
-		p.listenFor(m).deliver(m)
+	case l != nil:
+		l.deliver(m)
 	default:
 		c.onMsg(context.Background(), m, nil, func(answer *jsonrpc.Message, _ http.Header) {
 			b, _ := json.Marshal(answer)
