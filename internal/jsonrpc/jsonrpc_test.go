@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestDecode(t *testing.T) {
@@ -171,5 +172,27 @@ func TestEncodeAsMarshal(t *testing.T) {
 		if !reflect.DeepEqual(got, exp) {
 			t.Errorf("Encode: %s\nMarshal: %s", m.Encode(), want)
 		}
+	}
+}
+
+// The array scans stop on bytes that are not JSON, where they spun
+// forever (FuzzFilterItems found it in FilterItems; the other two had the
+// same loop).
+func TestArrayScansStopOnInvalidInput(t *testing.T) {
+	bad := json.RawMessage(`[_"name":"x"},1,`)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := Elements(bad); err == nil {
+			t.Error("Elements took an invalid array")
+		}
+		if err := EachElement(bad, func(json.RawMessage) error { return nil }); err == nil {
+			t.Error("EachElement took an invalid array")
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("an array scan spins on invalid input")
 	}
 }

@@ -26,6 +26,9 @@ func Elements(raw json.RawMessage) ([]json.RawMessage, error) {
 	i := skipSpace(raw, 1)
 	for i < len(raw) && raw[i] != ']' {
 		end := skipValue(raw, i)
+		if end <= i {
+			return nil, errNoElement
+		}
 		out = append(out, raw[i:end:end])
 		i = skipSpace(raw, end)
 		if i < len(raw) && raw[i] == ',' {
@@ -34,6 +37,11 @@ func Elements(raw json.RawMessage) ([]json.RawMessage, error) {
 	}
 	return out, nil
 }
+
+// errNoElement is an array with no value where an element must be: bytes
+// that are not valid JSON (against the callers' contract), on which the
+// scans stop rather than spin.
+var errNoElement = errors.New("not valid JSON: no element where one must be")
 
 // Member returns the value of member key of the JSON object obj, as a
 // slice of it, without decoding the rest.
@@ -109,6 +117,9 @@ func EachElement(raw json.RawMessage, f func(json.RawMessage) error) error {
 	i := skipSpace(raw, 1)
 	for i < len(raw) && raw[i] != ']' {
 		end := skipValue(raw, i)
+		if end <= i {
+			return errNoElement
+		}
 		if err := f(raw[i:end:end]); err != nil {
 			return err
 		}
@@ -180,7 +191,7 @@ func FilterItems(obj json.RawMessage, list string, keep func(item json.RawMessag
 	for i := skipSpace(obj, start+1); i < end && obj[i] != ']'; {
 		e := skipValue(obj, i)
 		if e <= i {
-			return nil, errors.New("not valid JSON") // no element here: stop, never spin
+			return nil, errNoElement
 		}
 		ok, err := keep(obj[i:e:e])
 		switch {
