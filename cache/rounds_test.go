@@ -43,6 +43,18 @@ func (h *lookupTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	}
 }
 
+// holdUntilQueued holds c's first lookup round trip until n lookups wait
+// behind it, and counts the round trips.
+func holdUntilQueued(c *Cache, n int) *lookupTrips {
+	trips := &lookupTrips{holdFor: func() bool {
+		c.redis.rounds.mu.Lock()
+		defer c.redis.rounds.mu.Unlock()
+		return len(c.redis.rounds.queue) == n
+	}}
+	c.redis.rdb.AddHook(trips)
+	return trips
+}
+
 // Lookups that arrive while a round trip is under way share the next one:
 // 32 concurrent Redis hits take 2 round trips, not 32, and each caller
 // gets its own entry.
@@ -61,12 +73,7 @@ func TestConcurrentLookupsShareRoundTrips(t *testing.T) {
 	o := testOptions(rs.URL())
 	o.MemoryBytes = 0 // every read below is a Redis lookup
 	b := newCache(t, o, nil)
-	trips := &lookupTrips{holdFor: func() bool {
-		b.redis.rounds.mu.Lock()
-		defer b.redis.rounds.mu.Unlock()
-		return len(b.redis.rounds.queue) == n-1
-	}}
-	b.redis.rdb.AddHook(trips)
+	trips := holdUntilQueued(b, n-1)
 	other := &upstream{ttlMs: 60_000, scope: "public"}
 	got := make([]string, n)
 	var wg sync.WaitGroup
@@ -154,12 +161,7 @@ func TestHotEntryReadOncePerRound(t *testing.T) {
 	o.MemoryBytes = 0
 	b := newCache(t, o, nil)
 	const n = 32
-	trips := &lookupTrips{holdFor: func() bool {
-		b.redis.rounds.mu.Lock()
-		defer b.redis.rounds.mu.Unlock()
-		return len(b.redis.rounds.queue) == n-1
-	}}
-	b.redis.rdb.AddHook(trips)
+	trips := holdUntilQueued(b, n-1)
 	other := &upstream{ttlMs: 60_000, scope: "public"}
 	var wg sync.WaitGroup
 	for range n {
