@@ -186,7 +186,8 @@ func TestHotEntryReadOncePerRound(t *testing.T) {
 // A failed round trip is one failure however many lookups it carried:
 // Redis dies while 32 lookups wait on two round trips, which is two
 // failures to the breaker (it opens after 5) and the error count, not 32;
-// once Redis is back, lookups succeed again.
+// once Redis is back, lookups succeed again; when it fails again, lone
+// lookups fail and the breaker opens at its threshold.
 func TestFailedRoundTripCountsOnce(t *testing.T) {
 	rs := redistest.Start(t)
 	o := testOptions(rs.URL())
@@ -236,5 +237,16 @@ func TestFailedRoundTripCountsOnce(t *testing.T) {
 	rs.Restart()
 	if _, _, ok := c.redis.lookup(context.Background(), []string{"k0"}, "up", "t"); !ok {
 		t.Error("a lookup failed after Redis came back")
+	}
+	// Down again: lone lookups fail one round trip each, and the breaker
+	// (its count reset by the recovery) opens at its threshold.
+	rs.Stop()
+	for range o.Redis.BreakerFailures {
+		if _, _, ok := c.redis.lookup(context.Background(), []string{"k0"}, "up", "t"); ok {
+			t.Error("a lookup succeeded with Redis down again")
+		}
+	}
+	if !c.redis.brk.Open() {
+		t.Errorf("after a second outage of %d failed lookups the breaker is closed (%d Redis errors)", o.Redis.BreakerFailures, c.redis.errors.Load())
 	}
 }
