@@ -53,6 +53,12 @@ func TestCanonicalShortcut(t *testing.T) {
 	}
 }
 
+// entryKey is an entry's key as the version before newLookupKeys wrote it
+// field by field: the reference the one-string layout is held to.
+func entryKey(prefix, upstream, tagHash, scope, fp, method, dig string) string {
+	return prefix + keyVersion + ":{" + upstream + "}:" + tagHash + ":" + scope + ":" + fp + ":" + method + ":" + dig
+}
+
 // The keys laid out in one string are the keys entryKey and tagHash
 // write, which every replica of this version reads: a layout that
 // differed would be a miss on every replica running the other.

@@ -187,21 +187,17 @@ func (f *fingerprinter) mac(write func(hash.Hash)) string {
 	return hex.EncodeToString(m.Sum(sum[:0])[:16])
 }
 
-// entryKey builds the key of one entry. Upstream names cannot contain ':'
-// and the digest and fingerprint are hex, so the fields cannot run into each
-// other. The braces are a Redis Cluster hash tag: every key of one upstream
-// (its entries, generations and revalidate-before time) lives in one
-// slot, so a lookup's keys are one pipelined round trip to one node, on a
-// Cluster as on one server. (Its TIME has no key: on a Cluster, go-redis
-// sends it to another node, in parallel.) Upstreams spread over the slots.
-func entryKey(prefix, upstream, tagHash, scope, fp, method, dig string) string {
-	return prefix + keyVersion + ":{" + upstream + "}:" + tagHash + ":" + scope + ":" + fp + ":" + method + ":" + dig
-}
-
 // lookupKeys are what a lookup is keyed by, laid out in one string (one
 // allocation where there were five): the generation id of the tag
-// (upstream NUL tag hash), then the private and the public entry key, as
-// entryKey and tagHash write them.
+// (upstream NUL tag hash), then the private and the public entry key,
+// each {prefix}m4:{upstream}:{tag hash}:{scope}:{fingerprint}:{method}:{digest}.
+// Upstream names cannot contain ':' and the digest and fingerprint are
+// hex, so the fields cannot run into each other. The braces are a Redis
+// Cluster hash tag: every key of one upstream (its entries, generations
+// and revalidate-before time) lives in one slot, so a lookup's keys are
+// one pipelined round trip to one node, on a Cluster as on one server.
+// (Its TIME has no key: on a Cluster, go-redis sends it to another node,
+// in parallel.) Upstreams spread over the slots.
 type lookupKeys struct {
 	gid, th, dig string
 	keys         [2]string
