@@ -252,13 +252,10 @@ func (c *Cache) counters(upstream string) *counters {
 
 // lookup is the state of one request's way through the tiers.
 type lookup struct {
-	r    Request
-	st   *counters
-	fp   string    // the caller's credential fingerprint
-	dig  string    // the digest of everything else that keys the answer
-	gid  string    // the generation id of the request's tag
-	th   string    // the tag's hash
-	keys [2]string // the private candidate, then the public one
+	r  Request
+	st *counters
+	fp string // the caller's credential fingerprint
+	lookupKeys
 	// memGen and redisGen are the generations in force when the lookup
 	// began; what a fill stores is valid under them only.
 	memGen, redisGen generation
@@ -344,8 +341,7 @@ func (c *Cache) newLookup(r Request, st *counters) (*lookup, error) {
 		prefix = c.redis.prefix
 	}
 	fp := c.fp.of(r.Req.Header, r.Principal)
-	k := newLookupKeys(prefix, r.Upstream, r.Tag, fp, r.Req.Method, sum)
-	l := &lookup{r: r, st: st, fp: fp, dig: k.dig, th: k.th, gid: k.gid, keys: k.keys}
+	l := &lookup{r: r, st: st, fp: fp, lookupKeys: newLookupKeys(prefix, r.Upstream, r.Tag, fp, r.Req.Method, sum)}
 	l.memGen = generation{Tag: c.gens.get(l.gid)}
 	if c.mem != nil {
 		// The memory epoch too is taken before the lookup: a flush during

@@ -199,8 +199,10 @@ func (f *fingerprinter) mac(write func(hash.Hash)) string {
 // (Its TIME has no key: on a Cluster, go-redis sends it to another node,
 // in parallel.) Upstreams spread over the slots.
 type lookupKeys struct {
-	gid, th, dig string
-	keys         [2]string
+	gid  string    // the generation id of the request's tag
+	th   string    // the tag's hash
+	dig  string    // the digest of everything but the credential that keys the answer
+	keys [2]string // the private candidate, then the public one
 }
 
 func newLookupKeys(prefix, upstream, tag, fp, method string, sum [sha256.Size]byte) lookupKeys {

@@ -148,16 +148,14 @@ type found struct {
 // have in common.
 func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th string) (hits []*found, gen generation, ok bool) {
 	ok = s.call(ctx, func(ctx context.Context) error {
-		type pair struct {
-			v *redis.StringCmd
-			t *redis.DurationCmd
-		}
-		pairs := make([]pair, len(keys))
+		var trip *round
 		var g, rb *redis.StringCmd
 		var now *redis.TimeCmd
 		err := s.rounds.do(ctx, func(rd *round) {
-			for i, k := range keys {
-				pairs[i] = pair{rd.Get(ctx, k), rd.PTTL(ctx, k)}
+			trip = rd
+			for _, k := range keys {
+				rd.Get(ctx, k)
+				rd.PTTL(ctx, k)
 			}
 			g = rd.Get(ctx, genKey(s.prefix, upstream, th))
 			rb = rd.Get(ctx, revalidateKey(s.prefix, upstream))
@@ -169,35 +167,42 @@ func (s *redisTier) lookup(ctx context.Context, keys []string, upstream, th stri
 		gen = generation{Tag: parseGen(g)}
 		rbMs, nowMs := int64(parseGen(rb)), now.Val().UnixMilli()
 		hits = make([]*found, len(keys))
-		for i, p := range pairs {
-			b, err := p.v.Bytes()
-			if err != nil {
-				continue
-			}
-			pttl, err := p.t.Result()
-			if err != nil || pttl <= 0 {
-				continue
-			}
-			hdr, body, err := decodeRedis(b)
-			switch {
-			case err != nil:
-			case hdr.Sealed:
-				body, err = s.unseal(hdr, body)
-			case s.sealer != nil && hdr.Scope == mcp.ScopePrivate:
-				// Sealing is the promise for every private entry: one in
-				// clear was written by a replica that does not seal, or by
-				// someone with no business writing it.
-				err = seal.ErrNotOpen
-			}
-			if err != nil {
-				continue
-			}
-			age := time.Duration(hdr.FreshMs+hdr.GraceMs+hdr.LagMs)*time.Millisecond - pttl
-			hits[i] = &found{hdr: hdr, body: body, pttl: pttl, age: age, revalidate: nowMs-age.Milliseconds() <= rbMs}
+		for i, k := range keys {
+			hits[i] = trip.decoded(k, func() *found { return s.decode(trip.gets[k], trip.pttls[k], nowMs, rbMs) })
 		}
 		return nil
 	})
 	return hits, gen, ok
+}
+
+// decode reads one key's reply, nil for a miss: an entry absent, expiring,
+// malformed, or sealed where this replica cannot open it (or in clear where
+// it seals).
+func (s *redisTier) decode(v *redis.StringCmd, t *redis.DurationCmd, nowMs, rbMs int64) *found {
+	b, err := v.Bytes()
+	if err != nil {
+		return nil
+	}
+	pttl, err := t.Result()
+	if err != nil || pttl <= 0 {
+		return nil
+	}
+	hdr, body, err := decodeRedis(b)
+	switch {
+	case err != nil:
+	case hdr.Sealed:
+		body, err = s.unseal(hdr, body)
+	case s.sealer != nil && hdr.Scope == mcp.ScopePrivate:
+		// Sealing is the promise for every private entry: one in clear was
+		// written by a replica that does not seal, or by someone with no
+		// business writing it.
+		err = seal.ErrNotOpen
+	}
+	if err != nil {
+		return nil
+	}
+	age := time.Duration(hdr.FreshMs+hdr.GraceMs+hdr.LagMs)*time.Millisecond - pttl
+	return &found{hdr: hdr, body: body, pttl: pttl, age: age, revalidate: nowMs-age.Milliseconds() <= rbMs}
 }
 
 // unseal opens a sealed body; a replica that does not seal cannot, and

@@ -39,31 +39,38 @@ type ask struct {
 // round is one round trip's pipeline, in which a read is sent once however
 // many of its lookups ask for it: a hot entry that many callers read at
 // once is one GET and one PTTL, and a tag's generation, the
-// revalidate-before time and Redis's clock one command each. The replies
-// are shared, read-only, by the lookups that asked.
+// revalidate-before time and Redis's clock one command each. The replies,
+// and what they decode to (decoded), are shared, read-only, by the lookups
+// that asked.
 type round struct {
 	pipe  redis.Pipeliner
 	gets  map[string]*redis.StringCmd
 	pttls map[string]*redis.DurationCmd
 	now   *redis.TimeCmd
+
+	mu    sync.Mutex
+	found map[string]*found
 }
 
 // Get is GET key, sent once per round.
 func (r *round) Get(ctx context.Context, key string) *redis.StringCmd {
-	c, ok := r.gets[key]
-	if !ok {
-		c = r.pipe.Get(ctx, key)
-		r.gets[key] = c
-	}
-	return c
+	return once(&r.gets, key, func() *redis.StringCmd { return r.pipe.Get(ctx, key) })
 }
 
 // PTTL is PTTL key, sent once per round.
 func (r *round) PTTL(ctx context.Context, key string) *redis.DurationCmd {
-	c, ok := r.pttls[key]
+	return once(&r.pttls, key, func() *redis.DurationCmd { return r.pipe.PTTL(ctx, key) })
+}
+
+// once is m's command for key, sent with send the first time it is asked.
+func once[C redis.Cmder](m *map[string]C, key string, send func() C) C {
+	c, ok := (*m)[key]
 	if !ok {
-		c = r.pipe.PTTL(ctx, key)
-		r.pttls[key] = c
+		if *m == nil {
+			*m = map[string]C{}
+		}
+		c = send()
+		(*m)[key] = c
 	}
 	return c
 }
@@ -74,6 +81,23 @@ func (r *round) Time(ctx context.Context) *redis.TimeCmd {
 		r.now = r.pipe.Time(ctx)
 	}
 	return r.now
+}
+
+// decoded is key's reply as decode makes it, decoded once for all the
+// lookups of the round that read it (its header parsed, a sealed body
+// opened once); after the round trip only.
+func (r *round) decoded(key string, decode func() *found) *found {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := r.found[key]
+	if !ok {
+		if r.found == nil {
+			r.found = map[string]*found{}
+		}
+		f = decode()
+		r.found[key] = f
+	}
+	return f
 }
 
 // maxAsks bounds the lookups one round trip carries; more wait for the
@@ -131,7 +155,7 @@ func (r *rounds) run(ctx context.Context) {
 func (r *rounds) trip(ctx context.Context, batch []*ask) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	rd := &round{pipe: r.rdb.Pipeline(), gets: make(map[string]*redis.StringCmd, 2*len(batch)+2), pttls: make(map[string]*redis.DurationCmd, 2*len(batch))}
+	rd := &round{pipe: r.rdb.Pipeline()}
 	for _, a := range batch {
 		a.add(rd)
 	}
