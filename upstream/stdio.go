@@ -314,15 +314,8 @@ func (c *stdioConn) dispatch(p *process, line []byte) {
 // listenFor finds the subscription a tagged notification belongs to: on the
 // shared channel the subscription id is the only way to tell.
 func (p *process) listenFor(m *jsonrpc.Message) *listening {
-	params, err := jsonrpc.ParseObject(m.Params)
-	if err != nil {
-		return nil
-	}
-	meta, err := params.Object("_meta")
-	if err != nil {
-		return nil
-	}
-	sid, ok := meta[mcp.MetaSubscriptionID]
+	meta, _ := jsonrpc.Member(m.Params, "_meta") // read in place: every notification comes here
+	sid, ok := jsonrpc.Member(meta, mcp.MetaSubscriptionID)
 	if !ok {
 		return nil
 	}

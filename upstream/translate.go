@@ -96,7 +96,7 @@ func (u *Upstream) translateResponse(s *session, req *mcp.Request, r *reply) *Re
 		// no other (no cache keeps it): as it came.
 		return &Response{Result: r.Result}
 	}
-	res, err := jsonrpc.ParseObject(r.Result)
+	res, err := jsonrpc.ParseValid(r.Result) // Decode checked it with its message
 	if err != nil {
 		return &Response{Error: jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s sent a result that is not an object", u.o.Name)}
 	}

@@ -39,8 +39,7 @@ func eventOf(msg *jsonrpc.Message) (Event, bool) {
 		return Event{Kind: ListChanged, List: lc}, true
 	}
 	if msg.Method == mcp.NotifyResourceUpdated {
-		params, err := jsonrpc.ParseObject(msg.Params)
-		if uri := params.String("uri"); err == nil && uri != "" {
+		if uri, ok := jsonrpc.MemberString(msg.Params, "uri"); ok && uri != "" {
 			return Event{Kind: ResourceUpdated, URI: uri}, true
 		}
 	}

@@ -15,25 +15,16 @@ import (
 // Elements splits a JSON array into its elements, as slices of raw. A null
 // or empty input gives nil; anything but an array is an error.
 func Elements(raw json.RawMessage) ([]json.RawMessage, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
 		return nil, nil
 	}
-	if raw[0] != '[' {
-		return nil, errors.New("not an array")
-	}
 	out := []json.RawMessage{}
-	i := skipSpace(raw, 1)
-	for i < len(raw) && raw[i] != ']' {
-		end := skipValue(raw, i)
-		if end <= i {
-			return nil, errNoElement
-		}
-		out = append(out, raw[i:end:end])
-		i = skipSpace(raw, end)
-		if i < len(raw) && raw[i] == ',' {
-			i = skipSpace(raw, i+1)
-		}
+	err := EachElement(raw, func(e json.RawMessage) error {
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -263,22 +263,11 @@ func LogAllowed(level string, m *jsonrpc.Message) bool {
 // "url")): each step a member of an object, whatever its value. The
 // capabilities are walked where they lie, not decoded.
 func (r *Request) Declares(path ...string) bool {
-	v := []byte(r.Meta[MetaClientCapabilities])
+	v, ok := r.Meta[MetaClientCapabilities], true
 	for _, name := range path {
-		var buf [8]jsonrpc.MemberRange
-		members, err := jsonrpc.Members(v, buf[:0])
-		if err != nil {
-			return false
-		}
-		found := false
-		for _, m := range members {
-			if jsonrpc.KeyIs(m.Key, name) {
-				v, found = m.Value, true
-			}
-		}
-		if !found {
+		if v, ok = jsonrpc.Member(v, name); !ok {
 			return false
 		}
 	}
-	return true
+	return ok && v != nil
 }

@@ -24,12 +24,10 @@ func isLegacyInitialize(msg *jsonrpc.Message) bool {
 
 // isModern reports a request carrying the modern `_meta` protocol version.
 func isModern(msg *jsonrpc.Message) bool {
-	params, err := msg.ParamsObject()
-	if err != nil {
-		return false
-	}
-	meta, err := params.Object("_meta")
-	return err == nil && meta[mcp.MetaProtocolVersion] != nil
+	// Read in place: the params' split is the request's, taken once later.
+	meta, _ := jsonrpc.Member(msg.Params, "_meta")
+	_, ok := jsonrpc.Member(meta, mcp.MetaProtocolVersion)
+	return ok
 }
 
 func (h *HTTP) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
