@@ -30,6 +30,10 @@ func Chain(h Handler, links ...Link) Handler {
 
 var tracer = otel.Tracer("github.com/manifold-mcp/manifold/router")
 
+func serverSpan() []trace.SpanStartOption {
+	return []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+}
+
 // Traced makes each request a server span, the child of the caller's trace
 // context: the one in the request's `_meta` (MCP's place for it), else the
 // one in its HTTP headers. Everything Manifold does for the request (cache
@@ -40,11 +44,7 @@ var tracer = otel.Tracer("github.com/manifold-mcp/manifold/router")
 func Traced() Link {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
-			ctx = callerContext(ctx, req)
-			if !mcptrace.On() {
-				return next.Handle(ctx, req)
-			}
-			ctx, span := tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindServer))
+			ctx, span := mcptrace.Start(callerContext(ctx, req), tracer, req.Method, serverSpan)
 			defer span.End()
 			recording := span.IsRecording() // nothing is worked out for a span no one keeps
 			if recording {

@@ -38,16 +38,20 @@ import (
 // context, the options).
 var unset = otel.GetTracerProvider()
 
+// none is a span that records nothing and ends nothing.
+var none = trace.SpanFromContext(context.Background())
+
 // On reports whether a tracer provider is installed.
 func On() bool { return otel.GetTracerProvider() != unset }
 
-// Start is tracer.Start when a tracer provider is installed, else ctx and
-// the span it already carries (a caller's remote span context still
-// reaches the upstreams). opts is called only to start a span, so the
-// options cost nothing when tracing is off.
+// Start is tracer.Start when a tracer provider is installed, else ctx as
+// it is (a caller's remote span context still reaches the upstreams) and
+// a span that does nothing: never the one ctx carries, which is not the
+// caller's to end. opts is called only to start a span, so the options
+// cost nothing when tracing is off.
 func Start(ctx context.Context, tracer trace.Tracer, name string, opts func() []trace.SpanStartOption) (context.Context, trace.Span) {
 	if !On() {
-		return ctx, trace.SpanFromContext(ctx)
+		return ctx, none
 	}
 	if opts == nil {
 		return tracer.Start(ctx, name)
