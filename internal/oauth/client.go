@@ -142,11 +142,13 @@ func (c *Client) grantKey(principal string) string {
 }
 
 // Forget drops every token this replica holds in memory (the store's
-// expire on their own): for a reload that replaced the client.
+// expire on their own) and closes its idle connections: for a reload that
+// replaced or removed the client, or a stop.
 func (c *Client) Forget() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.grants = map[string]*grant{}
+	c.mu.Unlock()
+	c.o.HTTP.CloseIdleConnections() // its connections go with what it held
 }
 
 // stepUp counts a consent for more scope; it reports false past the bound.

@@ -35,24 +35,11 @@ type oauthClients struct {
 	log    *slog.Logger
 
 	mu      sync.Mutex
-	clients map[string]oauthClient
-}
-
-// oauthClient is one upstream's client and the transport it talks to its
-// authorization server with, whose connections go with it.
-type oauthClient struct {
-	*oauth.Client
-	transport *http.Transport
-}
-
-// drop forgets what c holds and closes its idle connections.
-func (c oauthClient) drop() {
-	c.Forget()
-	c.transport.CloseIdleConnections()
+	clients map[string]*oauth.Client
 }
 
 func newOAuthClients(cfg *config.Config, log *slog.Logger) (*oauthClients, error) {
-	o := &oauthClients{store: oauth.NewMemoryStore(), secret: oauthSecret(cfg), log: log, clients: map[string]oauthClient{}}
+	o := &oauthClients{store: oauth.NewMemoryStore(), secret: oauthSecret(cfg), log: log, clients: map[string]*oauth.Client{}}
 	co, err := cacheOptions(cfg, log)
 	if err != nil {
 		return nil, err
@@ -71,7 +58,7 @@ func (c *oauthClients) close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, old := range c.clients {
-		old.drop()
+		old.Forget()
 		delete(c.clients, name)
 	}
 	if c.rdb != nil {
@@ -104,8 +91,7 @@ func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.
 	if err != nil {
 		return fmt.Errorf("oauth.private_key_file: %w", err)
 	}
-	tr := &http.Transport{TLSClientConfig: o.TLS, Proxy: http.ProxyFromEnvironment}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: o.TLS, Proxy: http.ProxyFromEnvironment}}
 	client := oauth.New(oauth.Options{
 		Upstream: uc.Name, Resource: uc.URL, Mode: uc.OAuth.Mode,
 		ClientID: uc.OAuth.ClientID, ClientSecret: uc.OAuth.ClientSecret, PrivateKey: key,
@@ -118,10 +104,10 @@ func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.clients[uc.Name]; ok {
-		old.drop()
+	if old := c.clients[uc.Name]; old != nil {
+		old.Forget()
 	}
-	c.clients[uc.Name] = oauthClient{client, tr}
+	c.clients[uc.Name] = client
 	return nil
 }
 
@@ -129,8 +115,8 @@ func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.
 func (c *oauthClients) forget(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.clients[name]; ok {
-		old.drop()
+	if old := c.clients[name]; old != nil {
+		old.Forget()
 		delete(c.clients, name)
 	}
 }
@@ -178,7 +164,7 @@ func (c *oauthClients) callback(w http.ResponseWriter, r *http.Request) {
 	client := c.clients[name]
 	c.mu.Unlock()
 	err := oauth.ErrUnknownState
-	if ok && client.Client != nil {
+	if ok && client != nil {
 		err = client.Callback(ctx, q)
 	}
 	if err != nil {

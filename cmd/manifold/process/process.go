@@ -93,8 +93,8 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 		p.cache, err = cache.New(co)
 	}
 	if err != nil {
+		p.closeUpstreams(context.Background()) // as Stop does: upstreams, then what guards them
 		p.closeGuards()
-		p.closeUpstreams(context.Background())
 		return nil, err
 	}
 	p.upstreams.OnSwap(p.revalidateReplaced)
