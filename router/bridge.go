@@ -212,11 +212,11 @@ func (hs *holds) release(h *hold) {
 // seal makes a requestState naming hold id and the question key, which
 // only this replica can open.
 func (hs *holds) seal(id, key string) string {
-	return hs.sealFields(statePrefix, "", hs.replica, id, key)
+	return hs.sealFields(statePrefix, hs.replica, id, key)
 }
 
 func (hs *holds) open(state string) (id, key string, err error) {
-	parts, err := hs.openFields(state, statePrefix, "", 3)
+	parts, err := hs.openFields(state, statePrefix, 3)
 	if err != nil {
 		return "", "", err
 	}
@@ -226,19 +226,20 @@ func (hs *holds) open(state string) (id, key string, err error) {
 	return parts[1], parts[2], nil
 }
 
-// sealFields makes a requestState of prefix carrying fields, MACed under
-// domain (so that one kind of state is never taken for another).
-func (hs *holds) sealFields(prefix, domain string, fields ...string) string {
+// sealFields makes a requestState of prefix carrying fields, the prefix
+// under the MAC too (so that one kind of state is never taken for
+// another).
+func (hs *holds) sealFields(prefix string, fields ...string) string {
 	payload := base64.RawURLEncoding.EncodeToString([]byte(strings.Join(fields, "\x00")))
-	return prefix + payload + "." + base64.RawURLEncoding.EncodeToString(hs.mac(domain+payload))
+	return prefix + payload + "." + base64.RawURLEncoding.EncodeToString(hs.mac(prefix, payload))
 }
 
 // openFields checks a requestState sealFields made and returns its n
 // fields.
-func (hs *holds) openFields(state, prefix, domain string, n int) ([]string, error) {
+func (hs *holds) openFields(state, prefix string, n int) ([]string, error) {
 	p, sig, ok := strings.Cut(strings.TrimPrefix(state, prefix), ".")
 	got, derr := base64.RawURLEncoding.Strict().DecodeString(sig)
-	if !ok || derr != nil || !hmac.Equal(got, hs.mac(domain+p)) {
+	if !ok || derr != nil || !hmac.Equal(got, hs.mac(prefix, p)) {
 		return nil, fmt.Errorf("not a requestState Manifold issued (tampered?)")
 	}
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(p)
@@ -249,9 +250,10 @@ func (hs *holds) openFields(state, prefix, domain string, n int) ([]string, erro
 	return parts, nil
 }
 
-func (hs *holds) mac(p string) []byte {
+func (hs *holds) mac(prefix, p string) []byte {
 	m := hmac.New(sha256.New, hs.secret)
 	m.Write([]byte("manifold-hold-v1\x00"))
+	m.Write([]byte(prefix))
 	m.Write([]byte(p))
 	return m.Sum(nil)
 }

@@ -85,11 +85,11 @@ func (hs *holds) resumeConsent(ctx context.Context, req *mcp.Request) (*mcp.Requ
 // sealConsent makes the requestState of a consent for owner.
 func (hs *holds) sealConsent(owner, upstream string) string {
 	exp := strconv.FormatInt(time.Now().Add(consentTTL).Unix(), 10)
-	return hs.sealFields(consentPrefix, "consent\x00", owner, upstream, exp)
+	return hs.sealFields(consentPrefix, owner, upstream, exp)
 }
 
 func (hs *holds) openConsent(state, owner string) (upstream string, err error) {
-	parts, err := hs.openFields(state, consentPrefix, "consent\x00", 3)
+	parts, err := hs.openFields(state, consentPrefix, 3)
 	if err != nil {
 		return "", err
 	}
