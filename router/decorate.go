@@ -52,16 +52,14 @@ func (r *Router) decorate(res json.RawMessage, cacheable bool) (json.RawMessage,
 	if private {
 		out = append(out, `,"cacheScope":"private"`...)
 	}
-	for _, m := range members {
-		if jsonrpc.KeyIs(m.Key, "_meta") || !typed && jsonrpc.KeyIs(m.Key, "resultType") || private && jsonrpc.KeyIs(m.Key, "cacheScope") {
-			continue
-		}
-		out = append(out, ',')
-		out = append(out, m.Key...)
-		out = append(out, ':')
-		out = append(out, m.Value...)
+	skip := append(make([]string, 0, 3), "_meta") // on the stack
+	if !typed {
+		skip = append(skip, "resultType")
 	}
-	return append(out, '}'), nil
+	if private {
+		skip = append(skip, "cacheScope")
+	}
+	return appendMembersBut(out, true, members, skip...), nil
 }
 
 // appendMeta appends the result `_meta` meta with Manifold's serverInfo in
@@ -76,14 +74,31 @@ func (r *Router) appendMeta(out, meta []byte) []byte {
 	if err != nil {
 		return append(out, '}')
 	}
+	return appendMembersBut(out, true, members, mcp.MetaServerInfo, MetaCache)
+}
+
+// appendMembersBut appends members, but those named in skip, and the
+// closing brace to out, an object opened; sep says whether out holds a
+// member already.
+func appendMembersBut(out []byte, sep bool, members []jsonrpc.MemberRange, skip ...string) []byte {
 	for _, m := range members {
-		if jsonrpc.KeyIs(m.Key, mcp.MetaServerInfo) || jsonrpc.KeyIs(m.Key, MetaCache) {
+		if keyIn(m.Key, skip) {
 			continue
 		}
-		out = append(out, ',')
-		out = append(out, m.Key...)
-		out = append(out, ':')
-		out = append(out, m.Value...)
+		if sep {
+			out = append(out, ',')
+		}
+		sep = true
+		out = append(append(append(out, m.Key...), ':'), m.Value...)
 	}
 	return append(out, '}')
+}
+
+func keyIn(lit []byte, keys []string) bool {
+	for _, k := range keys {
+		if jsonrpc.KeyIs(lit, k) {
+			return true
+		}
+	}
+	return false
 }

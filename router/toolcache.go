@@ -170,32 +170,6 @@ func (tc *toolCall) present(res json.RawMessage) (json.RawMessage, error) {
 	return appendMembersBut(out, false, members, "ttlMs", "cacheScope"), nil
 }
 
-// appendMembersBut appends members, but those named in skip, and the
-// closing brace to out, an object opened; sep says whether out holds a
-// member already.
-func appendMembersBut(out []byte, sep bool, members []jsonrpc.MemberRange, skip ...string) []byte {
-	for _, m := range members {
-		if keyIn(m.Key, skip) {
-			continue
-		}
-		if sep {
-			out = append(out, ',')
-		}
-		sep = true
-		out = append(append(append(out, m.Key...), ':'), m.Value...)
-	}
-	return append(out, '}')
-}
-
-func keyIn(lit []byte, keys []string) bool {
-	for _, k := range keys {
-		if jsonrpc.KeyIs(lit, k) {
-			return true
-		}
-	}
-	return false
-}
-
 // readOnlyTools is, per upstream of a configured set (in its memo), which
 // of its tools its tools/list annotates readOnlyHint: true.
 type readOnlyTools struct {
