@@ -174,23 +174,7 @@ func (o Object) Str(key string) (string, bool) {
 }
 
 // Quote encodes s as a JSON string.
-func Quote(s string) json.RawMessage {
-	plain := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		b := make([]byte, 0, len(s)+2)
-		b = append(b, '"')
-		b = append(b, s...)
-		return append(b, '"')
-	}
-	b, _ := json.Marshal(s)
-	return b
-}
+func Quote(s string) json.RawMessage { return AppendQuote(make([]byte, 0, len(s)+2), s) }
 
 // Set replaces member key with the encoding of v.
 func (o Object) Set(key string, v any) error {
@@ -293,7 +277,8 @@ func (o Object) SetObjects(key string, objs []Object) {
 func AppendQuote(dst []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return append(dst, Quote(s)...)
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
 		}
 	}
 	dst = append(dst, '"')
