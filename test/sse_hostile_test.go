@@ -150,7 +150,9 @@ func TestSSEHostileServers(t *testing.T) {
 		if text, _, _ := readAs(t, p.URL, "good+test://pub/1", ""); !strings.HasPrefix(text, "for=") {
 			t.Errorf("the good upstream: %q", text)
 		}
-		eventually(t, 5*time.Second, func() error {
+		// The line comes with the channel's failed opening, which a loaded
+		// machine (the whole suite under -race) can delay past 5 s.
+		eventually(t, 15*time.Second, func() error {
 			for _, line := range strings.Split(p.Logs.String(), "\n") {
 				if strings.Contains(line, logged) && strings.Contains(line, "upstream=bad") {
 					return nil
