@@ -81,6 +81,10 @@ type Request struct {
 	// Policy makes a request the method table does not cache cacheable,
 	// under the operator's terms (policy.go).
 	Policy *Policy
+	// Prepare, if set, is handed the request's lookup as worked out, for
+	// Replay to answer the next request of its shape without working it
+	// out again.
+	Prepare func(*Prepared)
 }
 
 // The tiers Request.Served reports.
@@ -284,14 +288,13 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 		return []trace.SpanStartOption{trace.WithAttributes(attribute.String("manifold.upstream", r.Upstream))}
 	})
 	defer span.End()
+	if r.Prepare != nil {
+		p := &Prepared{r: r, st: st, fp: l.fp, keys: l.lookupKeys, fill: fill}
+		p.r.Served, p.r.Age, p.r.Prepare = nil, nil, nil // this request's alone
+		r.Prepare(p)
+	}
 	now := c.now()
-	if res, ok := c.fromMemory(l, now); ok {
-		if span.IsRecording() {
-			span.SetAttributes(attrTier.String("memory"), attrHit.Bool(true))
-		}
-		c.maybeRefresh(ctx, l, fill, now)
-		r.served(TierMemory)
-		r.aged(l.hit, now)
+	if res, ok := c.memoryHit(ctx, l, fill, now, span); ok {
 		return res, nil
 	}
 	if res, ok := c.fromRedis(ctx, l, now); ok {
@@ -322,6 +325,55 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 	}
 	r.served(TierFill)
 	return o.result, nil
+}
+
+// memoryHit serves l from the memory tier if it can, as Get and Replay do.
+func (c *Cache) memoryHit(ctx context.Context, l *lookup, fill Fill, now time.Time, span trace.Span) (json.RawMessage, bool) {
+	res, ok := c.fromMemory(l, now)
+	if !ok {
+		return nil, false
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attrTier.String("memory"), attrHit.Bool(true))
+	}
+	c.maybeRefresh(ctx, l, fill, now)
+	l.r.served(TierMemory)
+	l.r.aged(l.hit, now)
+	return res, true
+}
+
+// Prepared is one request's lookup as Get worked it out (its keys, from its
+// method, params, upstream, credential and forwarded headers) with its
+// fill: the same for every request of its shape, so Replay answers the next
+// of them from memory without digesting it again. It holds no generation:
+// invalidations since are seen as on any lookup.
+type Prepared struct {
+	r    Request
+	st   *counters
+	fp   string
+	keys lookupKeys
+	fill Fill
+}
+
+// EraChanges is the count of its upstream's era changes p was made under
+// (Request.EraChanges): p is no request's once the upstream's moved on.
+func (p *Prepared) EraChanges() uint64 { return p.r.EraChanges }
+
+// Replay answers a request of p's shape from the memory tier as Get would
+// (a refresh started when the entry is near its expiry): a hit served from
+// TierMemory, which p's request's hooks are not told (they were another
+// request's); false when memory has no fresh entry for it: then Get must.
+func (c *Cache) Replay(ctx context.Context, p *Prepared) (json.RawMessage, bool) {
+	if c.mem == nil {
+		return nil, false
+	}
+	l := &lookup{r: p.r, st: p.st, fp: p.fp, lookupKeys: p.keys}
+	l.memGen = generation{Tag: c.gens.get(l.gid), Epoch: c.mem.epoch()}
+	ctx, span := mcptrace.Start(ctx, tracer, "cache.lookup", func() []trace.SpanStartOption {
+		return []trace.SpanStartOption{trace.WithAttributes(attribute.String("manifold.upstream", p.r.Upstream))}
+	})
+	defer span.End()
+	return c.memoryHit(ctx, l, p.fill, c.now(), span)
 }
 
 var (

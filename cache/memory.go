@@ -42,7 +42,7 @@ func newRistretto(maxBytes int64, evictions *atomic.Uint64) (*ristrettoMemory, e
 	c, err := ristretto.NewCache(&ristretto.Config[string, *entry]{
 		NumCounters:        counters,
 		MaxCost:            maxBytes,
-		BufferItems:        64,
+		BufferItems:        256,
 		IgnoreInternalCost: true,
 		OnEvict:            func(*ristretto.Item[*entry]) { evictions.Add(1) },
 	})

@@ -28,6 +28,9 @@ func (r *Router) read(ctx context.Context, set *upstream.Set, req *mcp.Request) 
 		if !ok || u == nil {
 			return nil, notFound(uri, "no upstream serves this URI prefix")
 		}
+		if req.Shape != nil && r.cache != nil {
+			return r.planned(ctx, set, u, req, uri, inner)
+		}
 		return r.readFrom(ctx, u, req, uri, inner)
 	}
 	// Without namespaces: the upstream that lists the URI, else those whose

@@ -106,6 +106,9 @@ func New(o Options) *Router {
 // Handle answers one request, routed as the method table says. The set of
 // upstreams is taken once: a request finishes on the set it started with.
 func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
+	if res, err, ok := r.replay(ctx, req); ok {
+		return res, err
+	}
 	m, ok := mcp.Lookup(req.Method)
 	if !ok {
 		if slices.Contains(mcp.Removed, req.Method) {
@@ -271,6 +274,8 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 	}
 	if tc := toolCallOf(ctx); tc != nil {
 		cr, fill = tc.apply(cr, fill)
+	} else {
+		cr.Prepare = preparing(ctx, req)
 	}
 	return r.cache.Get(ctx, cr, fill)
 }

@@ -95,7 +95,7 @@ func BenchmarkPassThroughRead(b *testing.B) {
 
 // hintedUpstream serves test://... reads with a 10-minute public ttl, so a
 // warm Manifold answers from its cache; a template makes every URI valid.
-func hintedUpstream(b *testing.B) (*httpUpstream, *atomic.Int64) {
+func hintedUpstream(b testing.TB) (*httpUpstream, *atomic.Int64) {
 	var calls atomic.Int64
 	text := strings.Repeat("manifold benchmark payload ", 38)[:1024]
 	s := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ServerOptions{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,13 +32,26 @@ func TestReloadTellsListChanges(t *testing.T) {
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { legacy <- "resources" },
 	})
 	_ = cs
-	// The legacy session's stream is open once an upstream's own change
-	// reaches it.
+	// The legacy client opens its session's stream after it connects: a
+	// change before then would reach only the listen (under a loaded
+	// machine, this test once waited forever for it).
+	metrics := strings.TrimSuffix(p.URL, "/mcp") + "/metrics"
+	eventually(t, 10*time.Second, func() error {
+		if v, _ := sample(scrapeFamilies(t, metrics), "manifold_subscriptions_open"); v != 2 {
+			return fmt.Errorf("manifold_subscriptions_open = %v, want the listen and the session's stream", v)
+		}
+		return nil
+	})
 	web.AddTool(&mcp.Tool{Name: "late", InputSchema: objectSchema(`{}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return textResult("late"), nil
 	})
-	if got := <-legacy; got != "tools" {
-		t.Fatalf("legacy session heard %q first", got)
+	select {
+	case got := <-legacy:
+		if got != "tools" {
+			t.Fatalf("legacy session heard %q first", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the legacy session was not told of the upstream's tool list change")
 	}
 	st.expect(t, 3, "notifications/tools/list_changed", "")
 

@@ -126,6 +126,9 @@ func (s *Set) Memo(key any, build func(root *Set) any) any {
 	return m.v
 }
 
+// Root returns the configured set s was made of (s itself for one).
+func (s *Set) Root() *Set { return s.root }
+
 // All returns the upstreams in order. The slice must not be modified.
 func (s *Set) All() []*Upstream { return s.all }
 

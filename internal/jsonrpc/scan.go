@@ -212,3 +212,38 @@ func FilterItems(obj json.RawMessage, list string, keep func(item json.RawMessag
 	out = append(out, ']')
 	return append(out, obj[end:]...), nil
 }
+
+// IDSpan finds the id of the message msg, as the bytes msg[start:end], when
+// it is a plain one: an integer of at most 15 digits without sign or
+// leading zero, or a string of at most 64 letters, digits and "_.:-". msg
+// need not be valid: whatever it is, a plain id in a valid message's place
+// makes another valid message, whose Decode gives that id and all else
+// alike. It is how a frontend knows two requests for one request but
+// their ids (a repeated id member's last, as Decode reads it).
+func IDSpan(msg []byte) (start, end int, ok bool) {
+	start, end, ok = memberRange(msg, "id")
+	if !ok || !plainID(msg[start:end]) {
+		return 0, 0, false
+	}
+	return start, end, true
+}
+
+func plainID(id []byte) bool {
+	switch {
+	case len(id) >= 2 && len(id) <= 66 && id[0] == '"' && id[len(id)-1] == '"':
+		for _, c := range id[1 : len(id)-1] {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || isDigit(c) || c == '_' || c == '.' || c == ':' || c == '-') {
+				return false
+			}
+		}
+		return true
+	case len(id) >= 1 && len(id) <= 15 && (id[0] != '0' || len(id) == 1):
+		for _, c := range id {
+			if !isDigit(c) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}

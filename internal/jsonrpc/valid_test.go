@@ -122,3 +122,38 @@ func BenchmarkDecodeRequest(b *testing.B) {
 		_, _, _ = m.RequestParams()
 	}
 }
+
+// A frontend that validated a request keeps it for every other request
+// that differs from it only by a plain id (IDSpan): so the id of any
+// message that Decode took, replaced by any plain id, makes a message
+// Decode takes alike, with that id, whose IDSpan is the new id's place.
+func FuzzIDSpan(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a+b://c"}}`,
+		`{"id":"x","jsonrpc":"2.0","method":"m"}`, `{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}`,
+		`{"jsonrpc":"2.0","\u0069d":7,"method":"m","params":{"id":3}}`, `{"jsonrpc":"2.0","id":01,"method":"m"}`,
+		`{"jsonrpc":"2.0", "id" : "a\"b" ,"method":"m"}`, `{"id":1`, `{"id":`, `x`,
+	} {
+		f.Add([]byte(s), "42")
+		f.Add([]byte(s), `"req-7"`)
+	}
+	f.Fuzz(func(t *testing.T, in []byte, id string) {
+		start, end, ok := IDSpan(in)
+		if !ok || !plainID([]byte(id)) {
+			return
+		}
+		m, e := Decode(in)
+		if e != nil || !bytes.Equal(m.ID, in[start:end]) {
+			return // a frontend keeps nothing of this one
+		}
+		other := append(append(append([]byte{}, in[:start]...), id...), in[end:]...)
+		s2, e2, ok := IDSpan(other)
+		if !ok || s2 != start || e2 != start+len(id) {
+			t.Fatalf("IDSpan(%q) = %d, %d, %v; want %d, %d", other, s2, e2, ok, start, start+len(id))
+		}
+		m2, e2rr := Decode(other)
+		if e2rr != nil || string(m2.ID) != id || m2.Method != m.Method || !bytes.Equal(m2.Params, m.Params) {
+			t.Fatalf("Decode(%q) = %+v, %v; want id %s and the rest of Decode(%q)", other, m2, e2rr, id, in)
+		}
+	})
+}

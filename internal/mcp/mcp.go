@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"sync/atomic"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 )
@@ -186,6 +187,30 @@ type Request struct {
 	// method's answers are not cached (a tool call under a tool cache):
 	// it is answered whole, in the modern era, for callers of every era.
 	Shared bool
+	// Shape, when set, is shared by every request of this one's shape (the
+	// same bytes and headers but the id, as a frontend tells them): what
+	// serving one of them taught the router, for the next.
+	Shape *Shape
+}
+
+// A Shape holds what the router learned serving a request of one shape
+// (its plan), for the next of that shape: the frontend keeps one per shape
+// it validated, the router fills it. Its zero value holds nothing.
+type Shape struct{ plan atomic.Value }
+
+// Plan is what the router stored, nil if nothing.
+func (s *Shape) Plan() any {
+	if s == nil {
+		return nil
+	}
+	return s.plan.Load()
+}
+
+// SetPlan stores plan, replacing any; the router stores one type only.
+func (s *Shape) SetPlan(plan any) {
+	if s != nil {
+		s.plan.Store(plan)
+	}
 }
 
 // Unshared reports whether r's answer is its legacy caller's alone: no

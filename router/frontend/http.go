@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -27,6 +28,7 @@ import (
 type HTTP struct {
 	d      *Dispatcher
 	legacy *Legacy // nil: modern callers only
+	shapes shapes
 }
 
 // NewHTTP returns the HTTP frontend of d; legacy, if not nil, serves legacy
@@ -51,7 +53,20 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	msg, ok := readMessage(w, r)
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	buf := shapeBufs.Get().(*[]byte)
+	defer shapeBufs.Put(buf)
+	idStart, idEnd, shaped := h.shapes.of(buf, r, body)
+	if shaped {
+		if req := h.shapes.get(*buf); req != nil {
+			h.d.Serve(r.Context(), body[idStart:idEnd:idEnd], serving(req, r.Header), &httpWriter{w: w, sseOK: wantSSE})
+			return
+		}
+	}
+	msg, ok := decodeMessage(w, body)
 	if !ok {
 		return
 	}
@@ -75,6 +90,9 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Header = r.Header
+	if shaped && !IsStream(req.Method) && bytes.Equal(msg.ID, body[idStart:idEnd]) {
+		req = h.shapes.put(*buf, len(body), req)
+	}
 	h.d.Serve(r.Context(), msg.ID, req, &httpWriter{w: w, sseOK: wantSSE})
 }
 
@@ -95,6 +113,15 @@ func checkPost(w http.ResponseWriter, r *http.Request) (wantSSE, ok bool) {
 
 // readMessage reads and decodes the body, answering a failure itself.
 func readMessage(w http.ResponseWriter, r *http.Request) (*jsonrpc.Message, bool) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return nil, false
+	}
+	return decodeMessage(w, body)
+}
+
+// readBody reads the body, answering a failure itself.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -105,6 +132,11 @@ func readMessage(w http.ResponseWriter, r *http.Request) (*jsonrpc.Message, bool
 		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeParseError, "reading body: %v", err), http.StatusBadRequest)
 		return nil, false
 	}
+	return body, true
+}
+
+// decodeMessage decodes the body, answering a failure itself.
+func decodeMessage(w http.ResponseWriter, body []byte) (*jsonrpc.Message, bool) {
 	msg, rpcErr := jsonrpc.Decode(body)
 	if rpcErr != nil {
 		var id json.RawMessage
