@@ -289,8 +289,10 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 	})
 	defer span.End()
 	if r.Prepare != nil {
-		p := &Prepared{r: r, st: st, fp: l.fp, keys: l.lookupKeys, fill: fill}
-		p.r.Served, p.r.Age, p.r.Prepare = nil, nil, nil // this request's alone
+		p := &Prepared{r: r, st: st, fp: l.fp, keys: l.lookupKeys}
+		// This request's alone: its hooks, and the request itself, whose
+		// headers carry the caller's credential.
+		p.r.Served, p.r.Age, p.r.Prepare, p.r.Req = nil, nil, nil, nil
 		r.Prepare(p)
 	}
 	now := c.now()
@@ -327,12 +329,13 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 	return o.result, nil
 }
 
-// memoryHit serves l from the memory tier if it can, as Get and Replay do.
+// memoryHit serves l from the memory tier if it can.
 func (c *Cache) memoryHit(ctx context.Context, l *lookup, fill Fill, now time.Time, span trace.Span) (json.RawMessage, bool) {
 	res, ok := c.fromMemory(l, now)
 	if !ok {
 		return nil, false
 	}
+	l.st.memHits.Add(1)
 	if span.IsRecording() {
 		span.SetAttributes(attrTier.String("memory"), attrHit.Bool(true))
 	}
@@ -343,37 +346,43 @@ func (c *Cache) memoryHit(ctx context.Context, l *lookup, fill Fill, now time.Ti
 }
 
 // Prepared is one request's lookup as Get worked it out (its keys, from its
-// method, params, upstream, credential and forwarded headers) with its
-// fill: the same for every request of its shape, so Replay answers the next
-// of them from memory without digesting it again. It holds no generation:
-// invalidations since are seen as on any lookup.
+// method, params, upstream, credential and forwarded headers): the same
+// for every request of its shape, so Replay answers the next of them from
+// memory without digesting it again. It holds no generation (invalidations
+// since are seen as on any lookup), and nothing of the caller's but the
+// fingerprint of its credential.
 type Prepared struct {
 	r    Request
 	st   *counters
 	fp   string
 	keys lookupKeys
-	fill Fill
 }
 
 // EraChanges is the count of its upstream's era changes p was made under
 // (Request.EraChanges): p is no request's once the upstream's moved on.
 func (p *Prepared) EraChanges() uint64 { return p.r.EraChanges }
 
-// Replay answers a request of p's shape from the memory tier as Get would
-// (a refresh started when the entry is near its expiry): a hit served from
-// TierMemory, which p's request's hooks are not told (they were another
-// request's); false when memory has no fresh entry for it: then Get must.
+// Replay answers a request of p's shape from the memory tier as Get would:
+// a hit served from TierMemory, which p's request's hooks are not told
+// (they were another request's); false when memory has no fresh entry for
+// it, or the one it has is due a refresh: then Get must (and starts it).
 func (c *Cache) Replay(ctx context.Context, p *Prepared) (json.RawMessage, bool) {
 	if c.mem == nil {
 		return nil, false
 	}
-	l := &lookup{r: p.r, st: p.st, fp: p.fp, lookupKeys: p.keys}
+	l := lookup{r: p.r, st: p.st, fp: p.fp, lookupKeys: p.keys}
 	l.memGen = generation{Tag: c.gens.get(l.gid), Epoch: c.mem.epoch()}
-	ctx, span := mcptrace.Start(ctx, tracer, "cache.lookup", func() []trace.SpanStartOption {
-		return []trace.SpanStartOption{trace.WithAttributes(attribute.String("manifold.upstream", p.r.Upstream))}
-	})
-	defer span.End()
-	return c.memoryHit(ctx, l, p.fill, c.now(), span)
+	now := c.now()
+	res, ok := c.fromMemory(&l, now)
+	if !ok || c.refreshDue(&l, now) {
+		return nil, false
+	}
+	l.st.memHits.Add(1)
+	if mcptrace.On() {
+		_, span := tracer.Start(ctx, "cache.lookup", trace.WithAttributes(attribute.String("manifold.upstream", p.r.Upstream), attrTier.String("memory"), attrHit.Bool(true)))
+		span.End()
+	}
+	return res, true
 }
 
 var (
@@ -404,7 +413,7 @@ func (c *Cache) newLookup(r Request, st *counters) (*lookup, error) {
 }
 
 // fromMemory serves a fresh memory entry of the caller's own credential or
-// a public one, and remembers a stale one.
+// a public one, and remembers a stale one; its caller counts the hit.
 func (c *Cache) fromMemory(l *lookup, now time.Time) (json.RawMessage, bool) {
 	if c.mem == nil {
 		return nil, false
@@ -420,7 +429,6 @@ func (c *Cache) fromMemory(l *lookup, now time.Time) (json.RawMessage, bool) {
 			continue
 		}
 		if now.Before(e.expires) && e.filled.After(rb) {
-			l.st.memHits.Add(1)
 			l.hit = e
 			return e.result(now), true
 		}
@@ -475,6 +483,7 @@ func (c *Cache) fillOnce(ctx context.Context, l *lookup, fill Fill) (outcome, er
 		// Look again, as groupcache does: a fill that finished just after
 		// this caller's lookup has stored what it would fetch again.
 		if res, ok := c.fromMemory(l, c.now()); ok {
+			l.st.memHits.Add(1)
 			return outcome{result: res, reusable: res, fp: l.fp}
 		}
 		return c.fillShared(fctx, fill, l, nil)

@@ -46,15 +46,22 @@ func (e *entry) nearExpiry(now time.Time) bool {
 	return life > 0 && !now.Before(e.expires.Add(-lead))
 }
 
+// refreshDue reports whether the entry l hit is due a refresh that no
+// reader has started yet.
+func (c *Cache) refreshDue(l *lookup, now time.Time) bool {
+	e := l.hit
+	if e == nil || l.r.Policy != nil || c.refresh == RefreshOff || (e.scope != mcp.ScopePublic && c.refresh != RefreshAll) {
+		return false
+	}
+	return e.nearExpiry(now) && atomic.LoadInt32(&e.refreshing) == 0
+}
+
 // maybeRefresh starts the refresh of the entry l hit (in memory, or in
 // Redis when memory did not hold it), if it is due and this is its first
 // reader to see that.
 func (c *Cache) maybeRefresh(ctx context.Context, l *lookup, fill Fill, now time.Time) {
 	e := l.hit
-	if e == nil || l.r.Policy != nil || c.refresh == RefreshOff || (e.scope != mcp.ScopePublic && c.refresh != RefreshAll) {
-		return
-	}
-	if !e.nearExpiry(now) || !atomic.CompareAndSwapInt32(&e.refreshing, 0, 1) {
+	if !c.refreshDue(l, now) || !atomic.CompareAndSwapInt32(&e.refreshing, 0, 1) {
 		return
 	}
 	// The reader's values (trace, forwarded headers) go with the refresh;

@@ -58,10 +58,10 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	buf := shapeBufs.Get().(*[]byte)
-	defer shapeBufs.Put(buf)
-	idStart, idEnd, shaped := h.shapes.of(buf, r, body)
+	key, idStart, idEnd, shaped := h.shapes.of(buf, r, body)
+	shapeBufs.Put(buf)
 	if shaped {
-		if req := h.shapes.get(*buf); req != nil {
+		if req := h.shapes.get(key); req != nil {
 			h.d.Serve(r.Context(), body[idStart:idEnd:idEnd], serving(req, r.Header), &httpWriter{w: w, sseOK: wantSSE})
 			return
 		}
@@ -91,7 +91,7 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Header = r.Header
 	if shaped && !IsStream(req.Method) && bytes.Equal(msg.ID, body[idStart:idEnd]) {
-		req = h.shapes.put(*buf, len(body), req)
+		req = h.shapes.put(key, len(body), req)
 	}
 	h.d.Serve(r.Context(), msg.ID, req, &httpWriter{w: w, sseOK: wantSSE})
 }
