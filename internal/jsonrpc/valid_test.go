@@ -157,3 +157,14 @@ func FuzzIDSpan(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkIDSpan is the id found in a modern read as a frontend takes it,
+// to tell its shape.
+func BenchmarkIDSpan(b *testing.B) {
+	req := []byte(`{"jsonrpc":"2.0","id":17,"method":"resources/read","params":{"uri":"notes+file:///welcome.md","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	for b.Loop() {
+		if _, _, ok := IDSpan(req); !ok {
+			b.Fatal("no id")
+		}
+	}
+}
