@@ -86,12 +86,21 @@ func allocs(t *testing.T, r *Router, req func() *mcp.Request) float64 {
 // or a layer that allocates per request, shows as a failure here.
 func TestHotPathAllocations(t *testing.T) {
 	hit := allocs(t, allocRouter(t, true), func() *mcp.Request { return request("resources/read", `{"uri":"up+test://doc"}`) })
+	shape := &mcp.Shape{} // the frontend's, shared by the requests of one shape
+	replayed := allocs(t, allocRouter(t, true), func() *mcp.Request {
+		req := request("resources/read", `{"uri":"up+test://doc"}`)
+		req.Shape = shape
+		return req
+	})
 	call := allocs(t, allocRouter(t, false), func() *mcp.Request {
 		return request("tools/call", `{"name":"up_echo","arguments":{"text":"hi"}}`)
 	})
-	t.Logf("allocations per request: memory hit %.0f, pass-through tools/call %.0f", hit, call)
+	t.Logf("allocations per request: memory hit %.0f, replayed by its shape %.0f, pass-through tools/call %.0f", hit, replayed, call)
 	if hit > memoryHitAllocs {
 		t.Errorf("a memory hit allocates %.0f objects, bound %d", hit, memoryHitAllocs)
+	}
+	if replayed > replayedHitAllocs {
+		t.Errorf("a memory hit replayed by its shape's plan allocates %.0f objects, bound %d", replayed, replayedHitAllocs)
 	}
 	if call > passThroughAllocs {
 		t.Errorf("a pass-through tools/call allocates %.0f objects, bound %d", call, passThroughAllocs)
@@ -104,9 +113,12 @@ func TestHotPathAllocations(t *testing.T) {
 // that decorate was made 181 for the call; the upstream's params encoded
 // from the maps again rather than spliced (upstream/splice.go) make it 146
 // (152 under -race); a span started without a tracer provider, and the
-// key's hash state and five strings, made the hit 35.
+// key's hash state and five strings, made the hit 35. A hit replayed by its
+// shape's plan (replay.go) is 7 (8 under -race), of which the test's own
+// request is 6: the answer's splice is all the replay allocates.
 const (
 	memoryHitAllocs   = 19
+	replayedHitAllocs = 9
 	passThroughAllocs = 143
 )
 
