@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -97,10 +98,19 @@ func callerContext(ctx context.Context, req *mcp.Request) context.Context {
 		}
 		return prop.Extract(ctx, carrier)
 	}
-	if req.Header != nil {
+	if carriesContext(req.Header) {
 		return prop.Extract(ctx, propagation.HeaderCarrier(req.Header))
 	}
 	return ctx
+}
+
+// carriesContext reports whether h holds a field the propagator reads
+// (Manifold installs W3C trace context and baggage): most requests carry
+// none, and asking the propagator costs a canonicalized lookup per field.
+func carriesContext(h http.Header) bool {
+	_, tp := h["Traceparent"]
+	_, bg := h["Baggage"]
+	return tp || bg
 }
 
 // Observed tells observe of every request: its context (which names the

@@ -260,4 +260,13 @@ func TestTraceContextPassesThroughWithoutTracing(t *testing.T) {
 	if res.Meta["traceparent"] != tp || th.last() != tp {
 		t.Errorf("upstream got traceparent %v in _meta and %q in its header, want %s in both", res.Meta["traceparent"], th.last(), tp)
 	}
+	// In the HTTP header alone, as a plain HTTP client sends it.
+	tp = "00-" + randomHex(16) + "-" + randomHex(8) + "-01"
+	hdr := headers("resources/read", "a+test://trace/header")
+	hdr.Set("traceparent", tp)
+	var read any
+	post(t, o.MCP, hdr, rpcBody(2, "resources/read", `"uri":"a+test://trace/header"`)).result(t, &read)
+	if th.last() != tp {
+		t.Errorf("upstream got traceparent %q in its header, want the caller's header %s", th.last(), tp)
+	}
 }
