@@ -362,10 +362,14 @@ type Prepared struct {
 // (Request.EraChanges): p is no request's once the upstream's moved on.
 func (p *Prepared) EraChanges() uint64 { return p.r.EraChanges }
 
-// Replay answers a request of p's shape from the memory tier as Get would:
-// a hit served from TierMemory, which p's request's hooks are not told
-// (they were another request's); false when memory has no fresh entry for
-// it, or the one it has is due a refresh: then Get must (and starts it).
+// Hit counts a memory hit Replay served for p.
+func (p *Prepared) Hit() { p.st.memHits.Add(1) }
+
+// Replay answers a request of p's shape from the memory tier as Get would,
+// but counts no hit (Hit does, once the caller is let through): served
+// from TierMemory, which p's request's hooks are not told (they were
+// another request's); false when memory has no fresh entry for it, or the
+// one it has is due a refresh: then Get must (and starts it).
 func (c *Cache) Replay(ctx context.Context, p *Prepared) (json.RawMessage, bool) {
 	if c.mem == nil {
 		return nil, false
@@ -377,7 +381,6 @@ func (c *Cache) Replay(ctx context.Context, p *Prepared) (json.RawMessage, bool)
 	if !ok || c.refreshDue(&l, now) {
 		return nil, false
 	}
-	l.st.memHits.Add(1)
 	if mcptrace.On() {
 		_, span := tracer.Start(ctx, "cache.lookup", trace.WithAttributes(attribute.String("manifold.upstream", p.r.Upstream), attrTier.String("memory"), attrHit.Bool(true)))
 		span.End()

@@ -17,41 +17,57 @@ import (
 // normalizing and digesting it again, for as long as none of what it was
 // made under changed.
 type readPlan struct {
-	root     *upstream.Set // the configured set it was routed in
+	set      uint64 // the Seq of the configured set it was routed in
 	view     *upstream.View
-	u        *upstream.Upstream
+	upstream string
 	prepared *cache.Prepared
 }
+
+// A plan names its set and upstream rather than holding them: a shape
+// remembered across a reload keeps no retired set, memo or upstream alive.
 
 // replay answers req by its shape's plan when the plan still holds and the
 // memory tier has the answer, as read would have (the per-upstream limit
 // spent, the note told); ok is false when read must serve it.
 func (r *Router) replay(ctx context.Context, req *mcp.Request) (res json.RawMessage, err error, ok bool) {
 	p, _ := req.Shape.Plan().(*readPlan)
-	if !r.stands(ctx, p) {
+	u := r.standing(ctx, p)
+	if u == nil {
 		return nil, nil, false
 	}
 	if res, ok = r.cache.Replay(ctx, p.prepared); !ok {
 		return nil, nil, false
 	}
 	if r.admit != nil {
-		if err := r.admit(ctx, p.u.Name()); err != nil {
-			return nil, err, true
+		if err := r.admit(ctx, p.upstream); err != nil {
+			return nil, err, true // refused as read refuses, before it counts a hit
 		}
 	}
+	p.prepared.Hit()
 	if n := noteOf(ctx); n != nil {
-		n.setUpstream(p.u.Name())
+		n.setUpstream(p.upstream)
 		n.setTier(cache.TierMemory)
 	}
 	return res, nil, true
 }
 
-// stands reports whether p may answer for the caller of ctx: the configured
-// upstreams, the endpoint and the upstream's protocol era are those p was
-// made under, and the upstream's access rules admit the caller's claims.
-func (r *Router) stands(ctx context.Context, p *readPlan) bool {
-	return p != nil && r.ups.Load() == p.root && upstream.ViewOf(ctx) == p.view &&
-		p.u.EraChanges() == p.prepared.EraChanges() && p.u.Admits(auth.ClaimsFrom(ctx))
+// standing is the upstream p routes to if p may answer for the caller of
+// ctx (nil otherwise): the configured upstreams, the endpoint and the
+// upstream's protocol era are those p was made under, and the upstream's
+// access rules admit the caller's claims.
+func (r *Router) standing(ctx context.Context, p *readPlan) *upstream.Upstream {
+	if p == nil || upstream.ViewOf(ctx) != p.view {
+		return nil
+	}
+	set := r.ups.Load()
+	if set.Seq() != p.set {
+		return nil
+	}
+	u := set.Get(p.upstream)
+	if u == nil || u.EraChanges() != p.prepared.EraChanges() || !u.Admits(auth.ClaimsFrom(ctx)) {
+		return nil
+	}
+	return u
 }
 
 // planned is readFrom storing, in the request's shape, the plan for the
@@ -59,13 +75,13 @@ func (r *Router) stands(ctx context.Context, p *readPlan) bool {
 // plan that still holds is kept (the read it missed in memory is one whose
 // answer is not kept, or was invalidated: the plan is as good as a new one).
 func (r *Router) planned(ctx context.Context, set *upstream.Set, u *upstream.Upstream, req *mcp.Request, uri, inner string) (json.RawMessage, error) {
-	if p, _ := req.Shape.Plan().(*readPlan); r.stands(ctx, p) && p.u == u {
+	if p, _ := req.Shape.Plan().(*readPlan); r.standing(ctx, p) == u {
 		return r.readFrom(ctx, u, req, uri, inner)
 	}
 	var prepared *cache.Prepared
 	res, err := r.readFrom(context.WithValue(ctx, prepareKey{}, &prepared), u, req, uri, inner)
 	if err == nil && prepared != nil {
-		req.Shape.SetPlan(&readPlan{root: set.Root(), view: set.View(), u: u, prepared: prepared})
+		req.Shape.SetPlan(&readPlan{set: set.Seq(), view: set.View(), upstream: u.Name(), prepared: prepared})
 	}
 	return res, err
 }

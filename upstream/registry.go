@@ -67,7 +67,12 @@ type Set struct {
 	memo *sync.Map // key → *memoEntry
 	// view is the endpoint's view it was narrowed to (In); nil: none.
 	view *View
+	// seq tells the configured sets apart (Seq).
+	seq uint64
 }
+
+// sets numbers the configured sets made in this process.
+var sets atomic.Uint64
 
 type memoEntry struct {
 	once sync.Once
@@ -77,9 +82,13 @@ type memoEntry struct {
 // NewSet returns the set of ups, in that order.
 func NewSet(ups []*Upstream) *Set {
 	s := newSet(ups)
-	s.root, s.memo = s, &sync.Map{}
+	s.root, s.memo, s.seq = s, &sync.Map{}, sets.Add(1)
 	return s
 }
+
+// Seq is the number of the configured set s was made of, unique in the
+// process: what holds it names a set without keeping it alive.
+func (s *Set) Seq() uint64 { return s.root.seq }
 
 func newSet(ups []*Upstream) *Set {
 	s := &Set{all: ups, names: make([]string, len(ups)), byName: make(map[string]*Upstream, len(ups))}
@@ -125,9 +134,6 @@ func (s *Set) Memo(key any, build func(root *Set) any) any {
 	m.once.Do(func() { m.v = build(s.root) })
 	return m.v
 }
-
-// Root returns the configured set s was made of (s itself for one).
-func (s *Set) Root() *Set { return s.root }
 
 // All returns the upstreams in order. The slice must not be modified.
 func (s *Set) All() []*Upstream { return s.all }

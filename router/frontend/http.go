@@ -28,12 +28,14 @@ import (
 type HTTP struct {
 	d      *Dispatcher
 	legacy *Legacy // nil: modern callers only
-	shapes shapes
+	shapes *shapes
 }
 
 // NewHTTP returns the HTTP frontend of d; legacy, if not nil, serves legacy
 // sessions beside modern requests.
-func NewHTTP(d *Dispatcher, legacy *Legacy) *HTTP { return &HTTP{d: d, legacy: legacy} }
+func NewHTTP(d *Dispatcher, legacy *Legacy) *HTTP {
+	return &HTTP{d: d, legacy: legacy, shapes: newShapes()}
+}
 
 func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sid := r.Header.Get(mcp.HeaderSessionID); sid != "" && h.legacy != nil {
@@ -58,9 +60,11 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	buf := shapeBufs.Get().(*[]byte)
-	key, idStart, idEnd, shaped := h.shapes.of(buf, r, body)
-	shapeBufs.Put(buf)
-	if shaped {
+	key, idStart, idEnd, isShaped := h.shapes.of(buf, r, body)
+	if cap(*buf) <= maxPooledBuf {
+		shapeBufs.Put(buf)
+	}
+	if isShaped {
 		if req := h.shapes.get(key); req != nil {
 			h.d.Serve(r.Context(), body[idStart:idEnd:idEnd], serving(req, r.Header), &httpWriter{w: w, sseOK: wantSSE})
 			return
@@ -90,8 +94,11 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Header = r.Header
-	if shaped && !IsStream(req.Method) && bytes.Equal(msg.ID, body[idStart:idEnd]) {
-		req = h.shapes.put(key, len(body), req)
+	if isShaped && !IsStream(req.Method) && bytes.Equal(msg.ID, body[idStart:idEnd]) {
+		serve, kept := shaped(req)
+		h.d.Serve(r.Context(), msg.ID, serve, &httpWriter{w: w, sseOK: wantSSE})
+		h.shapes.keep(key, cap(body), kept) // what the stored slices hold
+		return
 	}
 	h.d.Serve(r.Context(), msg.ID, req, &httpWriter{w: w, sseOK: wantSSE})
 }

@@ -1,10 +1,12 @@
 package frontend
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/manifold-mcp/manifold/internal/auth"
@@ -24,19 +26,37 @@ import (
 // request made the first time is reused, with the new request's headers),
 // and carries the router's plan for it (mcp.Shape): a repeated read is a
 // lookup here, a few checks and a memory lookup in the router, and a write.
-// The memo is keyed by the SHA-256 of the shape, never the shape: no
-// credential a header carries is kept, and no two shapes are taken for one.
+// The memo is keyed by the SHA-256 of a secret of the frontend's and the
+// shape, never the shape: no credential a header carries is kept (the
+// buffer the shape is written out in is cleared once hashed), the keys
+// cannot be used to test guesses of one, and no two shapes are taken for
+// one. Only the requests the router planned (a cacheable read) are kept:
+// a tool call's arguments are not held past their request.
 //
 // A client controls how many shapes there are: a shape's size, and the
 // bytes all the remembered requests hold (the bodies they are slices of),
 // are bounded, and a full memo is emptied (a request of a forgotten shape
-// is only validated again). Requests carrying a trace context are not
-// remembered: each one's differs.
+// is only validated again). Requests carrying a trace context or a request
+// id are not remembered: each one's differs (perRequest).
 type shapes struct {
-	mu    sync.RWMutex
-	m     map[shapeKey]*mcp.Request
-	bytes int
+	secret [32]byte // set once, before any request
+	mu     sync.RWMutex
+	m      map[shapeKey]*mcp.Request
+	bytes  int
 }
+
+// newShapes returns an empty memo with a secret of its own.
+func newShapes() *shapes {
+	s := &shapes{}
+	_, _ = rand.Read(s.secret[:]) // never fails (crypto/rand)
+	return s
+}
+
+// perRequest are headers that clients and tracing vendors set anew on
+// every request (canonical keys): a request holding one has a shape no
+// other repeats, and remembering it would only crowd out those that do.
+var perRequest = []string{"Traceparent", "X-Request-Id", "X-Correlation-Id", "X-Amzn-Trace-Id",
+	"B3", "X-B3-Traceid", "Sentry-Trace", "Uber-Trace-Id", "X-Cloud-Trace-Context"}
 
 // shapeKey is the SHA-256 of a shape.
 type shapeKey [sha256.Size]byte
@@ -52,7 +72,11 @@ const (
 	entryBytes = 2 << 10
 )
 
+// shapeBufs holds buffers to write shapes out in, none larger than
+// maxPooledBuf (a request with large headers does not keep its buffer).
 var shapeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const maxPooledBuf = 16 << 10
 
 // of returns the key of r's shape, whose body is body (written out in
 // *buf), and the span of the body's id; ok is false for a request that
@@ -61,14 +85,17 @@ func (s *shapes) of(buf *[]byte, r *http.Request, body []byte) (key shapeKey, id
 	if len(body) > maxShapeBytes || len(r.Header) > maxHeaders {
 		return key, 0, 0, false
 	}
-	if _, traced := r.Header["Traceparent"]; traced {
-		return key, 0, 0, false
+	for _, k := range perRequest {
+		if _, ok := r.Header[k]; ok {
+			return key, 0, 0, false
+		}
 	}
 	idStart, idEnd, ok = jsonrpc.IDSpan(body)
 	if !ok {
 		return key, 0, 0, false
 	}
-	b := appendField((*buf)[:0], r.URL.Path)
+	b := append((*buf)[:0], s.secret[:]...)
+	b = appendField(b, r.URL.Path)
 	b = appendField(b, r.URL.RawQuery)
 	b = appendField(b, r.Host)
 	if p := auth.From(r.Context()); p != nil {
@@ -77,35 +104,42 @@ func (s *shapes) of(buf *[]byte, r *http.Request, body []byte) (key shapeKey, id
 	} else {
 		b = append(b, 0)
 	}
-	var names [maxHeaders]string
+	var fields [maxHeaders]headerField
 	n := 0
-	for k := range r.Header {
+	for k, vs := range r.Header {
 		if k != "Content-Length" {
-			names[n] = k
+			fields[n] = headerField{k, vs}
 			n++
 		}
 	}
-	slices.Sort(names[:n])
-	for _, k := range names[:n] {
-		b = appendField(b, k)
-		vs := r.Header[k]
-		b = binary.AppendUvarint(b, uint64(len(vs)))
-		for _, v := range vs {
+	slices.SortFunc(fields[:n], func(a, b headerField) int { return strings.Compare(a.name, b.name) })
+	for _, f := range fields[:n] {
+		b = appendField(b, f.name)
+		b = binary.AppendUvarint(b, uint64(len(f.values)))
+		for _, v := range f.values {
 			b = appendField(b, v)
 		}
 	}
-	b = appendField(b, string(body[:idStart]))
-	b = appendField(b, string(body[idEnd:]))
-	*buf = b
-	if len(b)-len(body) > maxShapeBytes {
+	b = appendField(b, body[:idStart])
+	b = appendField(b, body[idEnd:])
+	sum := sha256.Sum256(b)
+	clear(b) // it held the caller's credentials
+	*buf = b[:0]
+	if len(b)-len(body) > maxShapeBytes+len(s.secret) {
 		return key, 0, 0, false
 	}
-	return sha256.Sum256(b), idStart, idEnd, true
+	return sum, idStart, idEnd, true
+}
+
+// headerField is one header of a request, its name and its values.
+type headerField struct {
+	name   string
+	values []string
 }
 
 // appendField appends v with its length before it: no two lists of fields
 // make the same bytes.
-func appendField(b []byte, v string) []byte {
+func appendField[T string | []byte](b []byte, v T) []byte {
 	b = binary.AppendUvarint(b, uint64(len(v)))
 	return append(b, v...)
 }
@@ -124,26 +158,33 @@ func (s *shapes) get(key shapeKey) *mcp.Request {
 	return s.m[key]
 }
 
-// put remembers req, as Validate made it of a body of size bytes, for the
-// shape of key, and returns the copy to serve: both share one mcp.Shape,
-// which the router fills. What was the caller's alone (its headers) is not
-// kept.
-func (s *shapes) put(key shapeKey, size int, req *mcp.Request) *mcp.Request {
-	kept := *req
-	kept.Header, kept.Mirror, kept.Shape = nil, nil, &mcp.Shape{}
+// shaped returns req to serve with an mcp.Shape for the router to fill,
+// and the copy of it to remember if the router does (keep): both share the
+// Shape; what was the caller's alone (its headers) is not in the copy.
+func shaped(req *mcp.Request) (serve, kept *mcp.Request) {
+	k, sv := *req, *req
+	k.Header, k.Mirror, k.Shape = nil, nil, &mcp.Shape{}
+	sv.Shape = k.Shape
+	return &sv, &k
+}
+
+// keep remembers kept (shaped), made of a body holding size bytes, for the
+// shape of key, if the router planned it: what it did not plan it has no
+// faster way to serve, and its params may be anything a caller sent.
+func (s *shapes) keep(key shapeKey, size int, kept *mcp.Request) {
+	if kept.Shape.Plan() == nil {
+		return
+	}
 	cost := size + entryBytes
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.m == nil || s.bytes+cost > maxShapesBytes {
 		s.m, s.bytes = make(map[shapeKey]*mcp.Request), 0
 	}
 	if _, ok := s.m[key]; !ok {
 		s.bytes += cost
 	}
-	s.m[key] = &kept
-	s.mu.Unlock()
-	serve := *req
-	serve.Shape = kept.Shape
-	return &serve
+	s.m[key] = kept
 }
 
 // serving is the request to serve for the remembered req, with the
