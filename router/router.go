@@ -234,6 +234,20 @@ func (r *Router) pages(set *upstream.Set) merge.Fetcher {
 	})
 }
 
+// uncached is req as no cache keeps its answer: a legacy caller's read,
+// like its tool calls, is then its alone, and may be asked in its own
+// revision (upstream/era.go). A list page is not: the merge reads its
+// hints, which only 2026-07-28 carries.
+func uncached(req *mcp.Request) *mcp.Request {
+	m, _ := mcp.Lookup(req.Method)
+	if req.CallerVersion == "" || !m.Cacheable || m.Route == mcp.RouteAll {
+		return req
+	}
+	sub := *req
+	sub.Uncached = true
+	return &sub
+}
+
 // fetch is the one way to an upstream, through the cache. It returns the
 // result in the merged view, or the upstream's error made legal for
 // 2026-07-28 (a *jsonrpc.Error), or a failure to get an answer. uri is the
@@ -248,11 +262,11 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 	if n != nil {
 		n.setUpstream(u.Name())
 	}
-	if r.cache == nil {
+	if r.cache == nil || !r.cache.Keeps() {
 		if n != nil {
 			n.setTier(cache.TierUpstream)
 		}
-		return r.call(ctx, u, req, uri)
+		return r.call(ctx, u, uncached(req), uri)
 	}
 	m, _ := mcp.Lookup(req.Method)
 	tag := m.Tag

@@ -1,9 +1,12 @@
 package test
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 )
 
 // versionsSeen records the MCP-Protocol-Version of each request a server
@@ -77,5 +80,36 @@ func TestLegacyCallerSpokenInItsEra(t *testing.T) {
 	}
 	if reads := seen.versions("resources/read"); len(reads) != 1 || reads[0] != "2026-07-28" {
 		t.Errorf("the read: %v, want one in 2026-07-28", reads)
+	}
+}
+
+// With no cache tier (memory off, no Redis), a read's answer is its
+// caller's alone, as a tool call's is: a 2025-11-25 caller's read reaches
+// an upstream that speaks both eras in 2025-11-25, comes back in the
+// merged namespace with no modern fields, and a missing resource is still
+// -32002 to it. A modern caller's read stays modern.
+func TestLegacyReadInItsEraWithoutCache(t *testing.T) {
+	seen := &versionsSeen{byMD: map[string][]string{}}
+	up := serveHTTP(t, seen.wrap(modernHandler(sdkToolServer("web", sdkOptions{resources: 1}))))
+	p := startProxy(t, "cache: {memory: {max_bytes: 0}}\nupstreams:"+httpUpstreamYAML("web", up.URL))
+	h := legacySession(t, p.URL, `{}`)
+	read := func(id int, uri string) *rawResponse {
+		return post(t, p.URL, h, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"resources/read","params":{"uri":%q}}`, id, uri))
+	}
+	var res readResult
+	read(2, "web+test://web/0").result(t, &res)
+	if len(res.Contents) != 1 || res.Contents[0].URI != "web+test://web/0" || res.Contents[0].Text != "web resource 0" || res.ResultType != "" || res.TTLms != nil {
+		t.Errorf("legacy read: %+v", res)
+	}
+	read(3, "web+test://web/missing").wantError(t, http.StatusOK, jsonrpc.CodeLegacyResourceNotFound)
+	if reads := seen.versions("resources/read"); len(reads) != 0 {
+		t.Errorf("reads in 2026-07-28: %v, want none (the caller's era)", reads)
+	}
+	if legacy := seen.versions("(legacy)"); len(legacy) < 4 || legacy[len(legacy)-1] != "2025-11-25" {
+		t.Errorf("requests in 2025-11-25 (initialize, initialized, two reads): %v", legacy)
+	}
+	post(t, p.URL, headers("resources/read", "web+test://web/0"), rpcBody(4, "resources/read", `"uri":"web+test://web/0"`)).result(t, &res)
+	if reads := seen.versions("resources/read"); len(reads) != 1 || reads[0] != "2026-07-28" {
+		t.Errorf("the modern caller's read: %v, want one in 2026-07-28", reads)
 	}
 }
