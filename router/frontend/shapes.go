@@ -94,23 +94,41 @@ func (s *shapes) of(buf *[]byte, r *http.Request, body []byte) (key shapeKey, id
 	if !ok {
 		return key, 0, 0, false
 	}
-	b := append((*buf)[:0], s.secret[:]...)
-	b = appendField(b, r.URL.Path)
-	b = appendField(b, r.URL.RawQuery)
-	b = appendField(b, r.Host)
-	if p := auth.From(r.Context()); p != nil {
-		b = appendField(b, p.ID)
-		b = append(b, boolByte(p.Keyed))
-	} else {
-		b = append(b, 0)
-	}
 	var fields [maxHeaders]headerField
-	n := 0
+	n, size := 0, 0 // size bounds what the fields take written out
 	for k, vs := range r.Header {
 		if k != "Content-Length" {
 			fields[n] = headerField{k, vs}
 			n++
+			size += 2*binary.MaxVarintLen64 + len(k)
+			for _, v := range vs {
+				size += binary.MaxVarintLen64 + len(v)
+			}
 		}
+	}
+	p := auth.From(r.Context())
+	size += 4*binary.MaxVarintLen64 + len(r.URL.Path) + len(r.URL.RawQuery) + len(r.Host) + 1
+	if p != nil {
+		size += len(p.ID)
+	}
+	if size > maxShapeBytes {
+		return key, 0, 0, false
+	}
+	size += len(s.secret) + 2*binary.MaxVarintLen64 + len(body)
+	if cap(*buf) < size {
+		// Grown in one step: no outgrown array is left holding part of a
+		// shape, which only the one written in is cleared of.
+		*buf = make([]byte, 0, size)
+	}
+	b := append((*buf)[:0], s.secret[:]...)
+	b = appendField(b, r.URL.Path)
+	b = appendField(b, r.URL.RawQuery)
+	b = appendField(b, r.Host)
+	if p != nil {
+		b = appendField(b, p.ID)
+		b = append(b, boolByte(p.Keyed))
+	} else {
+		b = append(b, 0)
 	}
 	slices.SortFunc(fields[:n], func(a, b headerField) int { return strings.Compare(a.name, b.name) })
 	for _, f := range fields[:n] {
@@ -125,9 +143,6 @@ func (s *shapes) of(buf *[]byte, r *http.Request, body []byte) (key shapeKey, id
 	sum := sha256.Sum256(b)
 	clear(b) // it held the caller's credentials
 	*buf = b[:0]
-	if len(b)-len(body) > maxShapeBytes+len(s.secret) {
-		return key, 0, 0, false
-	}
 	return sum, idStart, idEnd, true
 }
 

@@ -104,3 +104,26 @@ func TestShapeKeysHoldNoCredential(t *testing.T) {
 		t.Error("two frontends key one shape alike: the key is a plain digest of the shape")
 	}
 }
+
+// A shape too large for the pooled buffer is written out in one of its
+// own, sized at once: no outgrown array is left holding part of it.
+func TestShapeBufferGrownOnce(t *testing.T) {
+	s := newShapes()
+	body := readRequestBody("x://a")
+	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+	r.Header = modernHeaders("resources/read", "x://a")
+	r.Header.Set("Authorization", "Bearer "+strings.Repeat("S", 700))
+	r.Header.Set("X-Pad", strings.Repeat("p", 800))
+	pooled := make([]byte, 0, 1024)
+	orig := pooled[:cap(pooled)]
+	buf := &pooled
+	if _, _, _, ok := s.of(buf, r, []byte(body)); !ok {
+		t.Fatal("no shape")
+	}
+	if bytes.Contains(orig, []byte("Bearer SSS")) || bytes.Contains(orig, s.secret[:]) {
+		t.Error("the outgrown buffer holds part of the shape")
+	}
+	if b := (*buf)[:cap(*buf)]; bytes.Contains(b, []byte("Bearer SSS")) {
+		t.Error("the buffer written in still holds the credential")
+	}
+}
