@@ -21,17 +21,7 @@ func BenchmarkHandlerMemoryHit(b *testing.B) {
 	h := headers("resources/read", uri)
 	body := []byte(rpcBody(1, "resources/read", fmt.Sprintf(`"uri":%q`, uri)))
 	p := startProxy(b, "upstreams:"+httpUpstreamYAML("h", up.URL))
-	serve := func(hd http.Handler) []byte {
-		req := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
-		req.Host = "127.0.0.1"
-		req.Header = h.Clone()
-		rec := httptest.NewRecorder()
-		hd.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK {
-			b.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
-		}
-		return rec.Body.Bytes()
-	}
+	serve := func(hd http.Handler) []byte { return serveRecorded(b, hd, h, body) }
 	serve(p.handler) // fills the cache
 	answer := bytes.Clone(serve(p.handler))
 	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -50,4 +40,19 @@ func BenchmarkHandlerMemoryHit(b *testing.B) {
 			}
 		})
 	}
+}
+
+// serveRecorded is hd's answer to a POST of body with headers h, into a
+// recorder, as the listener would hand it (the Host the checks admit);
+// anything but HTTP 200 fails tb.
+func serveRecorded(tb testing.TB, hd http.Handler, h http.Header, body []byte) []byte {
+	req := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
+	req.Host = "127.0.0.1"
+	req.Header = h.Clone()
+	rec := httptest.NewRecorder()
+	hd.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		tb.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
+	}
+	return rec.Body.Bytes()
 }

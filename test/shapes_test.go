@@ -1,13 +1,11 @@
 package test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -103,20 +101,14 @@ func TestShapesBounded(t *testing.T) {
 		return rec.Code
 	}
 	serve(-1)
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
-	before := heap()
+	before := heapBytes()
 	const n = 30000
 	for i := range n {
 		if code := serve(i); code != http.StatusOK {
 			t.Fatalf("request %d: HTTP %d", i, code)
 		}
 	}
-	grew := int64(heap()) - int64(before)
+	grew := heapBytes() - before
 	t.Logf("heap grew %.1f MiB over %d shapes", float64(grew)/(1<<20), n)
 	if grew > 12<<20 {
 		t.Errorf("heap grew %.1f MiB over %d distinct shapes; the bound is 8 MiB of remembered requests", float64(grew)/(1<<20), n)
@@ -135,16 +127,7 @@ func TestHandlerHitAllocations(t *testing.T) {
 	p := startProxy(t, "upstreams:"+httpUpstreamYAML("h", up.URL))
 	body := []byte(rpcBody(1, "resources/read", fmt.Sprintf(`"uri":%q`, uri)))
 	h := headers("resources/read", uri)
-	serve := func(hd http.Handler) {
-		req := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
-		req.Host = "127.0.0.1"
-		req.Header = h.Clone()
-		rec := httptest.NewRecorder()
-		hd.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK {
-			t.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
-		}
-	}
+	serve := func(hd http.Handler) { serveRecorded(t, hd, h, body) }
 	serve(p.handler)
 	serve(p.handler)
 	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
