@@ -329,9 +329,9 @@ func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage,
 	return o.result, nil
 }
 
-// Keeps reports whether c has a tier to keep answers in: without, Get
-// only passes each request to its fill.
-func (c *Cache) Keeps() bool { return c.mem != nil || c.redis != nil }
+// Keeps reports whether c has a tier to keep answers in (a nil Cache has
+// none): without, Get only passes each request to its fill.
+func (c *Cache) Keeps() bool { return c != nil && (c.mem != nil || c.redis != nil) }
 
 // memoryHit serves l from the memory tier if it can.
 func (c *Cache) memoryHit(ctx context.Context, l *lookup, fill Fill, now time.Time, span trace.Span) (json.RawMessage, bool) {

@@ -27,7 +27,7 @@ func plainUpstream(t *testing.T) string {
 	text := strings.Repeat("x", 1024)
 	read := `{"contents":[{"uri":"test://doc","text":"` + text + `"}],"ttlMs":60000,"cacheScope":"public","resultType":"complete"}`
 	tool := `{"content":[{"type":"text","text":"` + text + `"}],"resultType":"complete"}`
-	discover := `{"supportedVersions":["2026-07-28"],"capabilities":{"resources":{},"tools":{}},"resultType":"complete"}`
+	discover := modernDiscover
 	list := `{"tools":[{"name":"echo","inputSchema":{"type":"object"}}],"ttlMs":60000,"cacheScope":"public","resultType":"complete"}`
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -40,16 +40,30 @@ func plainUpstream(t *testing.T) string {
 	return srv.URL
 }
 
+// modernDiscover is a modern server's server/discover result.
+const modernDiscover = `{"supportedVersions":["2026-07-28"],"capabilities":{"resources":{},"tools":{}},"resultType":"complete"}`
+
 func allocRouter(t *testing.T, withCache bool) *Router {
+	if !withCache {
+		return testRouter(t, plainUpstream(t), nil)
+	}
+	return testRouter(t, plainUpstream(t), &cache.Options{MemoryBytes: 8 << 20, CredentialHeaders: []string{"Authorization"}})
+}
+
+// testRouter is a router in front of one upstream, "up" at url, with
+// prefixed names and a cache of co's (bounded to 1 MiB entries and an
+// hour), none for nil.
+func testRouter(t *testing.T, url string, co *cache.Options) *Router {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	u, err := upstream.New(upstream.Options{Name: "up", URL: plainUpstream(t), Wire: upstream.WireHTTP, Timeout: 5 * time.Second, MaxResponseBytes: 1 << 20, Logger: log})
+	u, err := upstream.New(upstream.Options{Name: "up", URL: url, Wire: upstream.WireHTTP, Timeout: 5 * time.Second, MaxResponseBytes: 1 << 20, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = u.Close(context.Background()) })
 	o := Options{Upstreams: upstream.NewRegistry([]*upstream.Upstream{u}), Namespace: namespace.Namespace{Prefix: true}, Codec: merge.NewCodec([]byte("k"), time.Minute), Logger: log}
-	if withCache {
-		c, err := cache.New(cache.Options{MemoryBytes: 8 << 20, MaxEntryBytes: 1 << 20, MaxTTL: time.Hour, CredentialHeaders: []string{"Authorization"}, Logger: log})
+	if co != nil {
+		co.MaxEntryBytes, co.MaxTTL, co.Logger = 1<<20, time.Hour, log
+		c, err := cache.New(*co)
 		if err != nil {
 			t.Fatal(err)
 		}

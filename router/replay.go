@@ -15,16 +15,15 @@ import (
 // and endpoint's view, and the cache's lookup for it. The next read of the
 // shape is answered from memory by the plan (replay), without routing,
 // normalizing and digesting it again, for as long as none of what it was
-// made under changed.
+// made under changed. It names its set and upstream rather than holding
+// them: a shape remembered across a reload keeps no retired set, memo or
+// upstream alive.
 type readPlan struct {
 	set      uint64 // the Seq of the configured set it was routed in
 	view     *upstream.View
 	upstream string
 	prepared *cache.Prepared
 }
-
-// A plan names its set and upstream rather than holding them: a shape
-// remembered across a reload keeps no retired set, memo or upstream alive.
 
 // replay answers req by its shape's plan when the plan still holds and the
 // memory tier has the answer, as read would have (the per-upstream limit

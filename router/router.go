@@ -262,11 +262,14 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 	if n != nil {
 		n.setUpstream(u.Name())
 	}
+	if !r.cache.Keeps() {
+		req = uncached(req)
+	}
 	if r.cache == nil {
 		if n != nil {
 			n.setTier(cache.TierUpstream)
 		}
-		return r.call(ctx, u, uncached(req), uri)
+		return r.call(ctx, u, req, uri)
 	}
 	m, _ := mcp.Lookup(req.Method)
 	tag := m.Tag
@@ -279,9 +282,6 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 		if normal != asked {
 			req = withURI(req, normal)
 		}
-	}
-	if !r.cache.Keeps() {
-		req = uncached(req)
 	}
 	fill := func(ctx context.Context) (json.RawMessage, error) { return r.call(ctx, u, req, uri) }
 	cr := cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: req,
@@ -420,7 +420,10 @@ func (r *Router) shape(u *upstream.Upstream, req *mcp.Request, res json.RawMessa
 		// A legacy caller's answer, which no cache shares: what decorate
 		// adds, its frontend would take away (legacyResult). One that
 		// names Manifold's cache marker is decorated, which drops it.
-		return asObject(res)
+		if obj, ok := jsonrpc.AsObject(res); ok {
+			return obj, nil
+		}
+		return nil, errNotObject
 	}
 	return r.decorate(res, m.Cacheable)
 }
@@ -428,19 +431,6 @@ func (r *Router) shape(u *upstream.Upstream, req *mcp.Request, res json.RawMessa
 // errNotObject is an upstream's result that is not a JSON object, which
 // no MCP result may be.
 var errNotObject = errors.New("the result is not a JSON object")
-
-// asObject is res, valid JSON, if it is an object; an empty one for null,
-// as decorate takes it; errNotObject otherwise.
-func asObject(res json.RawMessage) (json.RawMessage, error) {
-	v := bytes.TrimLeft(res, " \t\r\n")
-	switch {
-	case len(v) > 0 && v[0] == '{':
-		return res, nil
-	case bytes.Equal(bytes.TrimRight(v, " \t\r\n"), []byte("null")):
-		return json.RawMessage(`{}`), nil
-	}
-	return nil, errNotObject
-}
 
 // negotiationWait bounds how long Capabilities waits for upstreams still
 // negotiating.

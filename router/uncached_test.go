@@ -4,19 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/manifold-mcp/manifold/cache"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
-	"github.com/manifold-mcp/manifold/internal/namespace"
-	"github.com/manifold-mcp/manifold/merge"
-	"github.com/manifold-mcp/manifold/upstream"
 )
 
 // answering is a modern server that answers every read and tool call with
@@ -24,14 +19,13 @@ import (
 func answering(t *testing.T, result string) (url string, asked func() []string) {
 	var mu sync.Mutex
 	var uris []string
-	discover := `{"supportedVersions":["2026-07-28"],"capabilities":{"resources":{},"tools":{}},"resultType":"complete"}`
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		msg, _ := jsonrpc.Decode(body)
 		res := result
 		switch msg.Method {
 		case "server/discover":
-			res = discover
+			res = modernDiscover
 		case "resources/read":
 			p, _ := msg.ParamsObject()
 			mu.Lock()
@@ -48,19 +42,8 @@ func answering(t *testing.T, result string) (url string, asked func() []string) 
 // tierless is a router in front of url whose cache has no tier, as
 // cache.memory.max_bytes 0 without Redis makes it.
 func tierless(t *testing.T, url string) (*Router, *cache.Cache) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	u, err := upstream.New(upstream.Options{Name: "up", URL: url, Wire: upstream.WireHTTP, Timeout: 5 * time.Second, MaxResponseBytes: 1 << 20, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = u.Close(context.Background()) })
-	c, err := cache.New(cache.Options{MemoryBytes: 0, MaxEntryBytes: 1 << 20, MaxTTL: time.Hour, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return New(Options{Upstreams: upstream.NewRegistry([]*upstream.Upstream{u}), Namespace: namespace.Namespace{Prefix: true},
-		Codec: merge.NewCodec([]byte("k"), time.Minute), Cache: c, Logger: log}), c
+	r := testRouter(t, url, &cache.Options{})
+	return r, r.cache
 }
 
 // With no cache tier a read is still asked in the spelling that would key

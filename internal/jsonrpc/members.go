@@ -19,11 +19,8 @@ type MemberRange struct {
 // validated again, and nothing is allocated beyond buf's growth, so a
 // caller that passes a buffer on its stack rewrites a result in one pass.
 func Members(obj []byte, buf []MemberRange) ([]MemberRange, error) {
-	obj = bytes.TrimSpace(obj)
-	if len(obj) == 0 || string(obj) == "null" {
-		return buf, nil
-	}
-	if obj[0] != '{' {
+	obj, ok := AsObject(obj)
+	if !ok {
 		return nil, errors.New("not a JSON object")
 	}
 	i := skipSpace(obj, 1)
@@ -43,6 +40,20 @@ func Members(obj []byte, buf []MemberRange) ([]MemberRange, error) {
 		}
 	}
 	return buf, nil
+}
+
+// AsObject is obj, valid JSON, as an object: itself trimmed, or {} for
+// null or nothing, which Members takes for an object without members; ok
+// is false for any other value.
+func AsObject(obj []byte) ([]byte, bool) {
+	obj = bytes.TrimSpace(obj)
+	switch {
+	case len(obj) == 0 || string(obj) == "null":
+		return []byte("{}"), true
+	case obj[0] == '{':
+		return obj, true
+	}
+	return nil, false
 }
 
 // dropKey removes an earlier member of the same key (rare: a repeated key).

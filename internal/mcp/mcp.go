@@ -216,6 +216,10 @@ func (s *Shape) SetPlan(plan any) {
 	}
 }
 
+// Shaped reports whether a request of method is worth its Shape: only a
+// read gets a plan (the router's replay), so a frontend tells no other's.
+func Shaped(method string) bool { return method == MethodResourcesRead }
+
 // Unshared reports whether r's answer is its legacy caller's alone: no
 // cache keeps it, so it may be asked and answered in the caller's own
 // revision, as the upstream sent it.

@@ -61,9 +61,7 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	buf := shapeBufs.Get().(*[]byte)
 	key, idStart, idEnd, isShaped := h.shapes.of(buf, r, body)
-	if cap(*buf) <= maxPooledBuf {
-		shapeBufs.Put(buf)
-	}
+	shapeBufs.Put(buf)
 	if isShaped {
 		if req := h.shapes.get(key); req != nil {
 			h.d.Serve(r.Context(), body[idStart:idEnd:idEnd], serving(req, r.Header), &httpWriter{w: w, sseOK: wantSSE})
@@ -95,8 +93,8 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Header = r.Header
 	if isShaped && !IsStream(req.Method) && bytes.Equal(msg.ID, body[idStart:idEnd]) {
-		serve, kept := shaped(req)
-		h.d.Serve(r.Context(), msg.ID, serve, &httpWriter{w: w, sseOK: wantSSE})
+		kept := shaped(req)
+		h.d.Serve(r.Context(), msg.ID, req, &httpWriter{w: w, sseOK: wantSSE})
 		h.shapes.keep(key, cap(body), kept) // what the stored slices hold
 		return
 	}

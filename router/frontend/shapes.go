@@ -52,11 +52,18 @@ func newShapes() *shapes {
 	return s
 }
 
-// perRequest are headers that clients and tracing vendors set anew on
-// every request (canonical keys): a request holding one has a shape no
-// other repeats, and remembering it would only crowd out those that do.
-var perRequest = []string{"Traceparent", "X-Request-Id", "X-Correlation-Id", "X-Amzn-Trace-Id",
-	"B3", "X-B3-Traceid", "Sentry-Trace", "Uber-Trace-Id", "X-Cloud-Trace-Context"}
+// perRequest reports whether k (canonical) is a header that clients and
+// tracing vendors set anew on every request: a request holding one has a
+// shape no other repeats, and remembering it would only crowd out those
+// that do.
+func perRequest(k string) bool {
+	switch k {
+	case "Traceparent", "X-Request-Id", "X-Correlation-Id", "X-Amzn-Trace-Id",
+		"B3", "X-B3-Traceid", "Sentry-Trace", "Uber-Trace-Id", "X-Cloud-Trace-Context":
+		return true
+	}
+	return false
+}
 
 // shapeKey is the SHA-256 of a shape.
 type shapeKey [sha256.Size]byte
@@ -72,31 +79,27 @@ const (
 	entryBytes = 2 << 10
 )
 
-// shapeBufs holds buffers to write shapes out in, none larger than
-// maxPooledBuf (a request with large headers does not keep its buffer).
+// shapeBufs holds buffers to write shapes out in: none grows beyond a
+// bounded shape's size (of).
 var shapeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-const maxPooledBuf = 16 << 10
 
 // of returns the key of r's shape, whose body is body (written out in
 // *buf), and the span of the body's id; ok is false for a request that
-// has none to remember by.
+// has none to remember by: one no plan is made for (mcp.Shaped, by the
+// method its headers mirror), or one holding a per-request header.
 func (s *shapes) of(buf *[]byte, r *http.Request, body []byte) (key shapeKey, idStart, idEnd int, ok bool) {
 	if len(body) > maxShapeBytes || len(r.Header) > maxHeaders {
 		return key, 0, 0, false
 	}
-	for _, k := range perRequest {
-		if _, ok := r.Header[k]; ok {
-			return key, 0, 0, false
-		}
-	}
-	idStart, idEnd, ok = jsonrpc.IDSpan(body)
-	if !ok {
+	if m := r.Header[mcp.HeaderMethod]; len(m) != 1 || !mcp.Shaped(m[0]) {
 		return key, 0, 0, false
 	}
 	var fields [maxHeaders]headerField
 	n, size := 0, 0 // size bounds what the fields take written out
 	for k, vs := range r.Header {
+		if perRequest(k) {
+			return key, 0, 0, false
+		}
 		if k != "Content-Length" {
 			fields[n] = headerField{k, vs}
 			n++
@@ -112,6 +115,10 @@ func (s *shapes) of(buf *[]byte, r *http.Request, body []byte) (key shapeKey, id
 		size += len(p.ID)
 	}
 	if size > maxShapeBytes {
+		return key, 0, 0, false
+	}
+	idStart, idEnd, ok = jsonrpc.IDSpan(body)
+	if !ok {
 		return key, 0, 0, false
 	}
 	size += len(s.secret) + 2*binary.MaxVarintLen64 + len(body)
@@ -173,14 +180,14 @@ func (s *shapes) get(key shapeKey) *mcp.Request {
 	return s.m[key]
 }
 
-// shaped returns req to serve with an mcp.Shape for the router to fill,
-// and the copy of it to remember if the router does (keep): both share the
-// Shape; what was the caller's alone (its headers) is not in the copy.
-func shaped(req *mcp.Request) (serve, kept *mcp.Request) {
-	k, sv := *req, *req
+// shaped gives req an mcp.Shape for the router to fill, and returns the
+// copy of req to remember if the router does (keep), which shares it; what
+// was the caller's alone (its headers) is not in the copy.
+func shaped(req *mcp.Request) (kept *mcp.Request) {
+	k := *req
 	k.Header, k.Mirror, k.Shape = nil, nil, &mcp.Shape{}
-	sv.Shape = k.Shape
-	return &sv, &k
+	req.Shape = k.Shape
+	return &k
 }
 
 // keep remembers kept (shaped), made of a body holding size bytes, for the
