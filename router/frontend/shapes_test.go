@@ -127,3 +127,23 @@ func TestShapeBufferGrownOnce(t *testing.T) {
 		t.Error("the buffer written in still holds the credential")
 	}
 }
+
+// A shape is bounded: a read whose body or headers pass 4 KiB is served
+// as any other but not remembered, however often it comes.
+func TestShapesSkipLargeRequests(t *testing.T) {
+	h := NewHTTP(NewDispatcher(Options{Handler: planning}), nil)
+	large := modernHeaders("resources/read", "x://a")
+	large.Set("X-Pad", strings.Repeat("p", maxShapeBytes))
+	padded := strings.Replace(readRequestBody("x://a"), `"uri"`, `"pad":"`+strings.Repeat("p", maxShapeBytes)+`","uri"`, 1)
+	for i := 0; i < 3; i++ {
+		serveShaped(t, h, large, readRequestBody("x://a"))
+		serveShaped(t, h, modernHeaders("resources/read", "x://a"), padded)
+	}
+	if n := len(h.shapes.m); n != 0 {
+		t.Errorf("%d large requests remembered, want none", n)
+	}
+	serveShaped(t, h, modernHeaders("resources/read", "x://a"), readRequestBody("x://a"))
+	if n := len(h.shapes.m); n != 1 {
+		t.Errorf("%d requests remembered after a small read, want 1", n)
+	}
+}
