@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -167,8 +168,16 @@ func TestToolCacheCoalesces(t *testing.T) {
 func TestToolCacheDroppedOnToolsListChanged(t *testing.T) {
 	counts := &toolCounts{n: map[string]int{}}
 	s := cachedToolServer(counts)
-	up, _ := trackedModern(t, s)
+	up, lt := trackedModern(t, s)
 	p := startProxy(t, "upstreams:"+httpUpstreamYAML("t", up.URL, toolCacheYAML("60s", "public")))
+	// A change the server makes before Manifold's watch of it is up is
+	// told to no one (under the whole suite the watch once took seconds).
+	eventually(t, 10*time.Second, func() error {
+		if lt.streams() == 0 {
+			return errors.New("no subscriptions/listen stream open at the upstream")
+		}
+		return nil
+	})
 	callToolAs(t, p.URL, "", "t_search", `{"q":"l"}`)
 	if a := callToolAs(t, p.URL, "", "t_search", `{"q":"l"}`); a.Cache == nil {
 		t.Fatalf("not cached: %+v", a)
