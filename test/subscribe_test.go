@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -609,4 +610,59 @@ func TestSubscribeAckedBeforeUpstreamWatchCatchesUp(t *testing.T) {
 	updateUpstream(t, s, "test://alpha/0") // nobody upstream listens yet
 	close(slowStart)
 	st.expect(t, 8, "notifications/resources/updated", "alpha+test://alpha/0")
+}
+
+// A list Manifold caches while its first watch of the upstream is still
+// being opened is not believed past that watch: the upstream may have
+// changed it in between and told no one. Once the watch is up, the next
+// listing asks the upstream and shows the change, long before the list's
+// 60 s TTL.
+func TestListCachedBeforeTheFirstWatchIsRevalidated(t *testing.T) {
+	h := newHintedServer()
+	release := make(chan struct{})
+	var held atomic.Int32
+	lt := &listenTracker{open: map[int][]string{}}
+	tracked := lt.wrap(modernHandler(h.Server))
+	up := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "subscriptions/listen" {
+			held.Add(1)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		tracked.ServeHTTP(w, r)
+	}))
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("h", up.URL))
+	eventually(t, 10*time.Second, func() error {
+		if held.Load() == 0 {
+			return errors.New("Manifold has not asked the upstream for subscriptions/listen")
+		}
+		return nil
+	})
+	before := uris(listAll(t, p.URL, "resources/list"))
+	if slices.Contains(before, "h+test://added") {
+		t.Fatalf("listed before it was added: %v", before)
+	}
+	// The change, while no stream is open: the server tells no one.
+	h.Server.AddResource(&mcp.Resource{URI: "test://added", Name: "added"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://added", Text: "added"}}}, nil
+	})
+	if again := uris(listAll(t, p.URL, "resources/list")); !slices.Equal(again, before) {
+		t.Fatalf("the list was not cached: %v, then %v", before, again)
+	}
+	close(release)
+	eventually(t, 10*time.Second, func() error {
+		if lt.streams() == 0 {
+			return errors.New("no subscriptions/listen stream open at the upstream")
+		}
+		return nil
+	})
+	eventually(t, 5*time.Second, func() error {
+		if got := uris(listAll(t, p.URL, "resources/list")); !slices.Contains(got, "h+test://added") {
+			return fmt.Errorf("after the watch came up the list is still %v", got)
+		}
+		return nil
+	})
 }

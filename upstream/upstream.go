@@ -206,6 +206,7 @@ func New(o Options) (*Upstream, error) {
 	u.w.changed = make(chan struct{}, 1)
 	u.w.wake = make(chan struct{}, 1)
 	u.w.up = make(chan struct{})
+	u.w.settled = make(chan struct{})
 	switch {
 	case len(o.Command) > 0:
 		u.conn, err = newStdioConn(o, u.log, u.onServerMessage, u.health)
@@ -304,6 +305,7 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 			return nil, err
 		}
 		s = u.callerSession(ctx, s, req)
+		u.w.calling(ctx)
 		msg, err := u.timedExchange(ctx, s, req)
 		// The era assumed no longer holds when a modern server says it does
 		// not speak 2026-07-28, or a legacy session is answered by a modern
@@ -779,6 +781,7 @@ func (u *Upstream) StartWatching() {
 	if u.o.PerPrincipal {
 		return // no caller to watch as
 	}
+	u.w.watching.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	u.stopWatch = cancel
 	u.watchDone = make(chan struct{})

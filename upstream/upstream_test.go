@@ -370,3 +370,60 @@ func TestWatchKeepsHealthyStream(t *testing.T) {
 		t.Errorf("%d missed events", missed.Load())
 	}
 }
+
+// A call answered while the first watch is still being opened may carry
+// what changes before the watch is up, which no one would then tell: the
+// first watch reports Missed after such a call, as a re-established one
+// does (TestWatchKeepsHealthyStream: and only then).
+func TestFirstWatchAfterACallReportsMissed(t *testing.T) {
+	s := sdk.NewServer(&sdk.Implementation{Name: "upstream-fixture", Version: "1"}, &sdk.ServerOptions{
+		SubscribeHandler:   func(context.Context, *sdk.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
+	})
+	s.AddResource(&sdk.Resource{URI: "test://a", Name: "a"}, func(context.Context, *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: "test://a", Text: "a"}}}, nil
+	})
+	inner := modern(s)
+	release := make(chan struct{})
+	var asked atomic.Int32
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == mcp.MethodSubscriptions {
+			// The first subscription is slow to be opened, not refused:
+			// no attempt fails, so nothing but the call marks the gap.
+			asked.Add(1)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	var missed atomic.Int32
+	u := newUpstream(t, Options{URL: url, OnEvent: func(_ string, ev Event) {
+		if ev.Kind == Missed {
+			missed.Add(1)
+		}
+	}})
+	v := u.Watch([]string{"test://a"})
+	u.StartWatching()
+	eventually(t, 10*time.Second, "the first subscription asked for", func() bool { return asked.Load() > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://a")}, Meta: jsonrpc.Object{}}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if !u.WaitWatched(ctx, v) {
+		t.Fatal("the first watch was not established")
+	}
+	eventually(t, 5*time.Second, "a missed event for the call answered before the watch", func() bool { return missed.Load() > 0 })
+	// Calls after the watch is up are covered by it.
+	if _, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://a")}, Meta: jsonrpc.Object{}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := missed.Load(); n != 1 || asked.Load() != 1 {
+		t.Errorf("%d missed events over %d subscriptions; want 1 over 1", n, asked.Load())
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
@@ -58,6 +59,52 @@ type watch struct {
 	changed chan struct{} // signalled when uris changes
 	wake    chan struct{} // signalled when a probe found the server back
 	dropped bool          // a watch was up and went down: the next one reports Missed
+
+	// Before the first watch is up, an upstream's change is told to no one.
+	// A call waits a moment for the first watch (settled); one that could
+	// not wait that long (early) makes the first watch report Missed, as a
+	// re-established one does. pastFirst: the first watch was up, or an
+	// attempt failed (then dropped says it).
+	watching  atomic.Bool
+	pastFirst atomic.Bool
+	settled   chan struct{}
+	early     atomic.Bool
+}
+
+// firstWatchWait bounds how long a call waits for the first watch: the
+// watch is one round trip behind the session, but a server slow to
+// acknowledge it must not hold every call until ackWait.
+const firstWatchWait = time.Second
+
+// calling waits, before a call is sent, until the first watch is decided
+// or firstWatchWait or ctx ends, and notes a call sent before it: once one
+// is noted, the Missed is due and no other call waits. One noted after the
+// first watch read early was sent after that watch's acknowledgment, so
+// the watch covers it.
+func (w *watch) calling(ctx context.Context) {
+	if w.pastFirst.Load() || !w.watching.Load() || w.early.Load() {
+		return
+	}
+	t := time.NewTimer(firstWatchWait)
+	defer t.Stop()
+	select {
+	case <-w.settled:
+		return
+	case <-ctx.Done():
+		return // the call is not sent
+	case <-t.C:
+		w.early.Store(true)
+	}
+}
+
+// pass marks the first watch decided, releasing the calls waiting for it,
+// and reports whether this was the first.
+func (w *watch) pass() bool {
+	if w.pastFirst.Swap(true) {
+		return false
+	}
+	close(w.settled)
+	return true
 }
 
 // Watch replaces the set of resource URIs (the upstream's own) to be told
@@ -128,8 +175,9 @@ func (u *Upstream) emit(ev Event) {
 }
 
 // established is called when a watch carrying version v of the watched set
-// is up; after a drop it reports Missed.
+// is up; after a drop, or calls made before the first, it reports Missed.
 func (u *Upstream) established(v uint64) {
+	early := u.w.pass() && u.w.early.Load()
 	u.w.mu.Lock()
 	dropped := u.w.dropped
 	u.w.dropped = false
@@ -140,8 +188,12 @@ func (u *Upstream) established(v uint64) {
 	}
 	u.w.mu.Unlock()
 	u.health.success()
-	if dropped {
+	switch {
+	case dropped:
 		u.log.Info("upstream watch re-established; changes may have been missed")
+		u.emit(Event{Kind: Missed})
+	case early:
+		u.log.Info("upstream watch up after calls were answered; changes may have been missed")
 		u.emit(Event{Kind: Missed})
 	}
 }
@@ -178,6 +230,7 @@ func (u *Upstream) watchLoop(ctx context.Context) {
 		u.w.mu.Lock()
 		u.w.dropped = true
 		u.w.mu.Unlock()
+		u.w.pass()
 		var rpcErr *jsonrpc.Error
 		if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
 			// It declared what it cannot deliver: nothing to watch there,
