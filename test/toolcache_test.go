@@ -170,8 +170,9 @@ func TestToolCacheDroppedOnToolsListChanged(t *testing.T) {
 	s := cachedToolServer(counts)
 	up, lt := trackedModern(t, s)
 	p := startProxy(t, "upstreams:"+httpUpstreamYAML("t", up.URL, toolCacheYAML("60s", "public")))
-	// A change the server makes before Manifold's watch of it is up is
-	// told to no one (under the whole suite the watch once took seconds).
+	// The upstream's calls are counted: the watch is up first, so that no
+	// call is made without it (one such would be revalidated once the
+	// watch is up: a call more). Under the whole suite it once took seconds.
 	eventually(t, 10*time.Second, func() error {
 		if lt.streams() == 0 {
 			return errors.New("no subscriptions/listen stream open at the upstream")
