@@ -138,6 +138,19 @@ func TestSSEHostileServers(t *testing.T) {
 	}
 	failsFast := func(t *testing.T, p *proxy, logged string) {
 		t.Helper()
+		// The line is the failing episode's first, from the channel's
+		// opening that the watch starts: looked for before a read, whose
+		// own failure (its 1 s timeout, the closed channel), at the same
+		// moment on a loaded machine, would otherwise be the one logged.
+		// The whole suite under -race can delay it past 5 s.
+		eventually(t, 15*time.Second, func() error {
+			for _, line := range strings.Split(p.Logs.String(), "\n") {
+				if strings.Contains(line, logged) && strings.Contains(line, "upstream=bad") {
+					return nil
+				}
+			}
+			return fmt.Errorf("no log line with %q and upstream=bad", logged)
+		})
 		start := time.Now()
 		if r := post(t, p.URL, headers("resources/read", "bad+test://raw/0"), rpcBody(1, "resources/read", `"uri":"bad+test://raw/0"`)); r.Error == nil {
 			t.Errorf("read through the hostile server: %s", r.Body)
@@ -150,16 +163,6 @@ func TestSSEHostileServers(t *testing.T) {
 		if text, _, _ := readAs(t, p.URL, "good+test://pub/1", ""); !strings.HasPrefix(text, "for=") {
 			t.Errorf("the good upstream: %q", text)
 		}
-		// The line comes with the channel's failed opening, which a loaded
-		// machine (the whole suite under -race) can delay past 5 s.
-		eventually(t, 15*time.Second, func() error {
-			for _, line := range strings.Split(p.Logs.String(), "\n") {
-				if strings.Contains(line, logged) && strings.Contains(line, "upstream=bad") {
-					return nil
-				}
-			}
-			return fmt.Errorf("no log line with %q and upstream=bad", logged)
-		})
 	}
 	t.Run("never sends the endpoint event", func(t *testing.T) {
 		failsFast(t, behind(t, newRawSSE(t, func(string) string { return "" })), "no endpoint event")

@@ -116,7 +116,9 @@ func (a *autoConn) close(ctx context.Context, sid string) error {
 	a.mu.Unlock()
 	return c.close(ctx, sid)
 }
-func (a *autoConn) stream(ctx context.Context, s *session) error { return a.c().stream(ctx, s) }
+func (a *autoConn) stream(ctx context.Context, s *session, opened func()) error {
+	return a.c().stream(ctx, s, opened)
+}
 func (a *autoConn) listen(ctx context.Context, ex *exchange, deliver func(*jsonrpc.Message)) error {
 	return a.c().listen(ctx, ex, deliver)
 }

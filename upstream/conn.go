@@ -35,8 +35,9 @@ type conn interface {
 	// stream does, passing each notification on it to deliver.
 	listen(ctx context.Context, ex *exchange, deliver func(*jsonrpc.Message)) error
 	// stream carries a legacy session's server-initiated messages (to the
-	// onMsg handler) until ctx ends or the session does.
-	stream(ctx context.Context, s *session) error
+	// onMsg handler) until ctx ends or the session does; opened is called
+	// once the stream is open (at once where the session is the stream).
+	stream(ctx context.Context, s *session, opened func()) error
 	// scoped reports whether every request-scoped notification of a call on
 	// session s arrives on the call's own response stream; otherwise some
 	// may arrive on a channel the session shares (stdout, a GET stream).

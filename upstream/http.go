@@ -446,7 +446,7 @@ func (c *httpConn) listen(ctx context.Context, ex *exchange, deliver func(*jsonr
 }
 
 // stream holds the GET stream of a legacy session.
-func (c *httpConn) stream(ctx context.Context, s *session) error {
+func (c *httpConn) stream(ctx context.Context, s *session, opened func()) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
 	if err != nil {
 		return err
@@ -474,6 +474,7 @@ func (c *httpConn) stream(ctx context.Context, s *session) error {
 	case resp.StatusCode != http.StatusOK:
 		return statusError(resp, c.limit)
 	}
+	opened()
 	ex := &exchange{version: s.Version, session: s.id}
 	return c.events(ctx, resp.Body, func(m *jsonrpc.Message) error {
 		c.serverMessage(ctx, ex, m)

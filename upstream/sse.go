@@ -334,11 +334,12 @@ func (c *sseConn) listen(context.Context, *exchange, func(*jsonrpc.Message)) err
 
 // stream waits for the stream the session belongs to: it carries the
 // session's notifications, already read by readLoop.
-func (c *sseConn) stream(ctx context.Context, s *session) error {
+func (c *sseConn) stream(ctx context.Context, s *session, opened func()) error {
 	st := c.current()
 	if st == nil || st.gen != s.gen {
 		return errSessionGone
 	}
+	opened()
 	select {
 	case <-ctx.Done():
 		return nil

@@ -475,11 +475,12 @@ func (c *stdioConn) listen(ctx context.Context, ex *exchange, deliver func(*json
 
 // stream waits for the process the session belongs to: its stdout is the
 // legacy notification stream, already read by readLoop.
-func (c *stdioConn) stream(ctx context.Context, s *session) error {
+func (c *stdioConn) stream(ctx context.Context, s *session, opened func()) error {
 	p := c.current()
 	if p == nil || p.gen != s.gen {
 		return errSessionGone
 	}
+	opened()
 	select {
 	case <-ctx.Done():
 		return nil

@@ -207,6 +207,7 @@ func New(o Options) (*Upstream, error) {
 	u.w.wake = make(chan struct{}, 1)
 	u.w.up = make(chan struct{})
 	u.w.settled = make(chan struct{})
+	u.w.gaveUp = make(chan struct{})
 	switch {
 	case len(o.Command) > 0:
 		u.conn, err = newStdioConn(o, u.log, u.onServerMessage, u.health)
@@ -830,6 +831,7 @@ func (u *Upstream) Close(ctx context.Context) error {
 	if u.stopWatch != nil {
 		u.stopWatch()
 		<-u.watchDone
+		u.w.pass() // no watch is coming: a late call has none to wait for
 	}
 	u.mu.Lock()
 	s := u.sess

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -371,11 +372,16 @@ func TestWatchKeepsHealthyStream(t *testing.T) {
 	}
 }
 
-// A call answered while the first watch is still being opened may carry
-// what changes before the watch is up, which no one would then tell: the
-// first watch reports Missed after such a call, as a re-established one
-// does (TestWatchKeepsHealthyStream: and only then).
-func TestFirstWatchAfterACallReportsMissed(t *testing.T) {
+// heldListen serves a modern server whose subscriptions are slow to be
+// opened, not refused, until release is called: no attempt fails, so only
+// the calls made meanwhile can mark the gap. asked counts the attempts.
+func heldListen(t *testing.T) (url string, release func(), asked *atomic.Int32) {
+	return heldStream(t, false)
+}
+
+// heldStream is heldListen, or with legacy a legacy server whose GET
+// stream, which carries its notifications, is held.
+func heldStream(t *testing.T, legacyServer bool) (url string, release func(), asked *atomic.Int32) {
 	s := sdk.NewServer(&sdk.Implementation{Name: "upstream-fixture", Version: "1"}, &sdk.ServerOptions{
 		SubscribeHandler:   func(context.Context, *sdk.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
@@ -383,22 +389,46 @@ func TestFirstWatchAfterACallReportsMissed(t *testing.T) {
 	s.AddResource(&sdk.Resource{URI: "test://a", Name: "a"}, func(context.Context, *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: "test://a", Text: "a"}}}, nil
 	})
-	inner := modern(s)
-	release := make(chan struct{})
-	var asked atomic.Int32
-	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Mcp-Method") == mcp.MethodSubscriptions {
-			// The first subscription is slow to be opened, not refused:
-			// no attempt fails, so nothing but the call marks the gap.
+	inner, held := modern(s), func(r *http.Request) bool { return r.Header.Get("Mcp-Method") == mcp.MethodSubscriptions }
+	if legacyServer {
+		inner, held = legacy(s), func(r *http.Request) bool { return r.Method == http.MethodGet }
+	}
+	gate := make(chan struct{})
+	asked = &atomic.Int32{}
+	url = serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if held(r) {
 			asked.Add(1)
 			select {
-			case <-release:
+			case <-gate:
 			case <-r.Context().Done():
 				return
 			}
 		}
 		inner.ServeHTTP(w, r)
 	}))
+	var once sync.Once
+	return url, func() { once.Do(func() { close(gate) }) }, asked
+}
+
+func readA(ctx context.Context, u *Upstream) error {
+	_, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://a")}, Meta: jsonrpc.Object{}})
+	return err
+}
+
+// A call answered while the first watch is still being opened may carry
+// what changes before the watch is up, which no one would then tell: the
+// first watch reports Missed after such a call, as a re-established one
+// does (TestWatchKeepsHealthyStream: and only then).
+func TestFirstWatchAfterACallReportsMissed(t *testing.T) {
+	for _, legacyServer := range []bool{false, true} {
+		t.Run(map[bool]string{false: "modern", true: "legacy GET stream"}[legacyServer], func(t *testing.T) {
+			firstWatchAfterACall(t, legacyServer)
+		})
+	}
+}
+
+func firstWatchAfterACall(t *testing.T, legacyServer bool) {
+	url, release, asked := heldStream(t, legacyServer)
 	var missed atomic.Int32
 	u := newUpstream(t, Options{URL: url, OnEvent: func(_ string, ev Event) {
 		if ev.Kind == Missed {
@@ -410,20 +440,39 @@ func TestFirstWatchAfterACallReportsMissed(t *testing.T) {
 	eventually(t, 10*time.Second, "the first subscription asked for", func() bool { return asked.Load() > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://a")}, Meta: jsonrpc.Object{}}); err != nil {
+	if err := readA(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	close(release)
+	release()
 	if !u.WaitWatched(ctx, v) {
 		t.Fatal("the first watch was not established")
 	}
 	eventually(t, 5*time.Second, "a missed event for the call answered before the watch", func() bool { return missed.Load() > 0 })
 	// Calls after the watch is up are covered by it.
-	if _, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://a")}, Meta: jsonrpc.Object{}}); err != nil {
+	if err := readA(ctx, u); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
 	if n := missed.Load(); n != 1 || asked.Load() != 1 {
 		t.Errorf("%d missed events over %d subscriptions; want 1 over 1", n, asked.Load())
+	}
+}
+
+// With a timeout shorter than the first watch's wait, calls made while the
+// watch is held are answered, and the upstream stays ready: the wait takes
+// at most half of what a call has left.
+func TestFirstWatchWaitKeepsShortTimeouts(t *testing.T) {
+	url, release, asked := heldListen(t)
+	defer release()
+	u := newUpstream(t, Options{URL: url, Timeout: 400 * time.Millisecond})
+	u.StartWatching()
+	eventually(t, 10*time.Second, "the first subscription asked for", func() bool { return asked.Load() > 0 })
+	for i := 0; i < 3; i++ {
+		if err := readA(context.Background(), u); err != nil {
+			t.Fatalf("read %d while the first watch is held: %v", i, err)
+		}
+	}
+	if st := u.State(); st != Ready {
+		t.Errorf("upstream %v after answered calls, want ready", st)
 	}
 }

@@ -61,39 +61,48 @@ type watch struct {
 	dropped bool          // a watch was up and went down: the next one reports Missed
 
 	// Before the first watch is up, an upstream's change is told to no one.
-	// A call waits a moment for the first watch (settled); one that could
-	// not wait that long (early) makes the first watch report Missed, as a
+	// A call waits a moment for the first watch (settled); one that did
+	// not (early) makes the first watch report Missed, as a
 	// re-established one does. pastFirst: the first watch was up, or an
 	// attempt failed (then dropped says it).
 	watching  atomic.Bool
 	pastFirst atomic.Bool
 	settled   chan struct{}
 	early     atomic.Bool
+	gaveUp    chan struct{} // closed when early is set
 }
 
 // firstWatchWait bounds how long a call waits for the first watch: the
 // watch is one round trip behind the session, but a server slow to
-// acknowledge it must not hold every call until ackWait.
+// acknowledge it must not hold every call until ackWait. A call waits at
+// most half the time it has left, so the wait never costs it its answer.
 const firstWatchWait = time.Second
 
-// calling waits, before a call is sent, until the first watch is decided
-// or firstWatchWait or ctx ends, and notes a call sent before it: once one
-// is noted, the Missed is due and no other call waits. One noted after the
-// first watch read early was sent after that watch's acknowledgment, so
-// the watch covers it.
+// calling waits, before a call is sent, until the first watch is decided,
+// and otherwise notes a call sent before it (early): then the Missed is
+// due, and no call waits any longer (gaveUp). One noted after the first
+// watch read early was sent after that watch's acknowledgment, so the
+// watch covers it.
 func (w *watch) calling(ctx context.Context) {
 	if w.pastFirst.Load() || !w.watching.Load() || w.early.Load() {
 		return
 	}
-	t := time.NewTimer(firstWatchWait)
+	wait := firstWatchWait
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d)/2)
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-w.settled:
 		return
+	case <-w.gaveUp:
+		return
 	case <-ctx.Done():
-		return // the call is not sent
 	case <-t.C:
-		w.early.Store(true)
+	}
+	if w.early.CompareAndSwap(false, true) {
+		close(w.gaveUp)
 	}
 }
 
@@ -437,7 +446,21 @@ func (u *Upstream) watchLegacy(ctx context.Context, s *session) error {
 	subscribed := map[string]bool{}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := u.legacyStream(sctx, s)
+	open, done := u.legacyStream(sctx, s)
+	// The watch is up once the stream is open: a server drops what it
+	// would announce while no stream is (the go-sdk's "stream not
+	// connected"). One that never answers the stream is not held for it.
+	select {
+	case <-open:
+	case err := <-done:
+		if err == nil {
+			err = errors.New("notification stream ended")
+		}
+		return err
+	case <-time.After(ackWait):
+	case <-ctx.Done():
+		return nil
+	}
 	for {
 		v, err := u.syncLegacy(ctx, s, subscribed)
 		if err != nil {
@@ -459,21 +482,25 @@ func (u *Upstream) watchLegacy(ctx context.Context, s *session) error {
 
 // legacyStream holds the stream that carries a legacy server's
 // notifications (the GET stream of an HTTP session, the process's stdout
-// for stdio) and reports how it ended.
-func (u *Upstream) legacyStream(ctx context.Context, s *session) <-chan error {
-	done := make(chan error, 1)
+// for stdio): open is closed once it is open, or known not to exist, and
+// done reports how it ended.
+func (u *Upstream) legacyStream(ctx context.Context, s *session) (open <-chan struct{}, done <-chan error) {
+	opened, ended := make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	markOpen := func() { once.Do(func() { close(opened) }) }
 	go func() {
-		err := u.conn.stream(ctx, s)
+		err := u.conn.stream(ctx, s, markOpen)
 		if errors.Is(err, errNoStream) {
 			// Nothing to watch for drops; notifications may still ride
 			// on responses.
 			u.log.Debug("upstream offers no notification stream")
+			markOpen()
 			<-ctx.Done()
 			err = nil
 		}
-		done <- err
+		ended <- err
 	}()
-	return done
+	return opened, ended
 }
 
 // syncLegacy brings the session's resources/subscribe set to the wanted
