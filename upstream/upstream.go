@@ -206,8 +206,7 @@ func New(o Options) (*Upstream, error) {
 	u.w.changed = make(chan struct{}, 1)
 	u.w.wake = make(chan struct{}, 1)
 	u.w.up = make(chan struct{})
-	u.w.settled = make(chan struct{})
-	u.w.gaveUp = make(chan struct{})
+	u.w.settled, u.w.gaveUp = newLatch(), newLatch()
 	switch {
 	case len(o.Command) > 0:
 		u.conn, err = newStdioConn(o, u.log, u.onServerMessage, u.health)
@@ -831,7 +830,7 @@ func (u *Upstream) Close(ctx context.Context) error {
 	if u.stopWatch != nil {
 		u.stopWatch()
 		<-u.watchDone
-		u.w.pass() // no watch is coming: a late call has none to wait for
+		u.w.settled.release() // no watch is coming: a late call has none to wait for
 	}
 	u.mu.Lock()
 	s := u.sess

@@ -372,15 +372,11 @@ func TestWatchKeepsHealthyStream(t *testing.T) {
 	}
 }
 
-// heldListen serves a modern server whose subscriptions are slow to be
-// opened, not refused, until release is called: no attempt fails, so only
-// the calls made meanwhile can mark the gap. asked counts the attempts.
-func heldListen(t *testing.T) (url string, release func(), asked *atomic.Int32) {
-	return heldStream(t, false)
-}
-
-// heldStream is heldListen, or with legacy a legacy server whose GET
-// stream, which carries its notifications, is held.
+// heldStream serves a modern server whose subscriptions are slow to be
+// opened, not refused, until release is called (or, legacyServer, a
+// legacy server whose GET stream, which carries its notifications, is):
+// no attempt fails, so only the calls made meanwhile can mark the gap.
+// asked counts the attempts.
 func heldStream(t *testing.T, legacyServer bool) (url string, release func(), asked *atomic.Int32) {
 	s := sdk.NewServer(&sdk.Implementation{Name: "upstream-fixture", Version: "1"}, &sdk.ServerOptions{
 		SubscribeHandler:   func(context.Context, *sdk.SubscribeRequest) error { return nil },
@@ -462,7 +458,7 @@ func firstWatchAfterACall(t *testing.T, legacyServer bool) {
 // watch is held are answered, and the upstream stays ready: the wait takes
 // at most half of what a call has left.
 func TestFirstWatchWaitKeepsShortTimeouts(t *testing.T) {
-	url, release, asked := heldListen(t)
+	url, release, asked := heldStream(t, false)
 	defer release()
 	u := newUpstream(t, Options{URL: url, Timeout: 400 * time.Millisecond})
 	u.StartWatching()

@@ -61,15 +61,37 @@ type watch struct {
 	dropped bool          // a watch was up and went down: the next one reports Missed
 
 	// Before the first watch is up, an upstream's change is told to no one.
-	// A call waits a moment for the first watch (settled); one that did
-	// not (early) makes the first watch report Missed, as a
-	// re-established one does. pastFirst: the first watch was up, or an
-	// attempt failed (then dropped says it).
-	watching  atomic.Bool
-	pastFirst atomic.Bool
-	settled   chan struct{}
-	early     atomic.Bool
-	gaveUp    chan struct{} // closed when early is set
+	// A call waits a moment for the first watch to be settled (up, or an
+	// attempt failed: then dropped says it); once one gave up waiting, the
+	// first watch reports Missed, as a re-established one does.
+	watching atomic.Bool
+	settled  *latch
+	gaveUp   *latch
+}
+
+// latch is a channel closed once, by the first of any number of callers.
+type latch struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newLatch() *latch { return &latch{ch: make(chan struct{})} }
+
+// release closes l, reporting whether this call did.
+func (l *latch) release() (first bool) {
+	l.once.Do(func() { close(l.ch); first = true })
+	return first
+}
+
+func (l *latch) done() <-chan struct{} { return l.ch }
+
+func (l *latch) released() bool {
+	select {
+	case <-l.ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // firstWatchWait bounds how long a call waits for the first watch: the
@@ -78,13 +100,13 @@ type watch struct {
 // most half the time it has left, so the wait never costs it its answer.
 const firstWatchWait = time.Second
 
-// calling waits, before a call is sent, until the first watch is decided,
-// and otherwise notes a call sent before it (early): then the Missed is
-// due, and no call waits any longer (gaveUp). One noted after the first
-// watch read early was sent after that watch's acknowledgment, so the
+// calling waits, before a call is sent, until the first watch is
+// settled, and otherwise notes a call sent before it (gaveUp): then the
+// Missed is due, and no call waits any longer. One that gave up after the
+// first watch looked was sent after that watch's acknowledgment, so the
 // watch covers it.
 func (w *watch) calling(ctx context.Context) {
-	if w.pastFirst.Load() || !w.watching.Load() || w.early.Load() {
+	if !w.watching.Load() || w.settled.released() || w.gaveUp.released() {
 		return
 	}
 	wait := firstWatchWait
@@ -94,26 +116,14 @@ func (w *watch) calling(ctx context.Context) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
-	case <-w.settled:
+	case <-w.settled.done():
 		return
-	case <-w.gaveUp:
+	case <-w.gaveUp.done():
 		return
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	if w.early.CompareAndSwap(false, true) {
-		close(w.gaveUp)
-	}
-}
-
-// pass marks the first watch decided, releasing the calls waiting for it,
-// and reports whether this was the first.
-func (w *watch) pass() bool {
-	if w.pastFirst.Swap(true) {
-		return false
-	}
-	close(w.settled)
-	return true
+	w.gaveUp.release()
 }
 
 // Watch replaces the set of resource URIs (the upstream's own) to be told
@@ -186,7 +196,7 @@ func (u *Upstream) emit(ev Event) {
 // established is called when a watch carrying version v of the watched set
 // is up; after a drop, or calls made before the first, it reports Missed.
 func (u *Upstream) established(v uint64) {
-	early := u.w.pass() && u.w.early.Load()
+	early := u.w.settled.release() && u.w.gaveUp.released()
 	u.w.mu.Lock()
 	dropped := u.w.dropped
 	u.w.dropped = false
@@ -239,7 +249,7 @@ func (u *Upstream) watchLoop(ctx context.Context) {
 		u.w.mu.Lock()
 		u.w.dropped = true
 		u.w.mu.Unlock()
-		u.w.pass()
+		u.w.settled.release()
 		var rpcErr *jsonrpc.Error
 		if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
 			// It declared what it cannot deliver: nothing to watch there,
@@ -302,18 +312,17 @@ func emptyFilter(f mcp.SubscriptionFilter) bool {
 // listenStream is one subscriptions/listen on a modern upstream.
 type listenStream struct {
 	cancel context.CancelFunc
-	acked  chan struct{}
+	acked  *latch
 	done   chan struct{}
 	err    error
 }
 
 func (u *Upstream) openListen(ctx context.Context, s *session, f mcp.SubscriptionFilter) *listenStream {
 	lctx, cancel := context.WithCancel(ctx)
-	ls := &listenStream{cancel: cancel, acked: make(chan struct{}), done: make(chan struct{})}
-	var once sync.Once
+	ls := &listenStream{cancel: cancel, acked: newLatch(), done: make(chan struct{})}
 	deliver := func(m *jsonrpc.Message) {
 		if m.Method == mcp.NotifyAcknowledged {
-			once.Do(func() { close(ls.acked) })
+			ls.acked.release()
 			return
 		}
 		if ev, ok := eventOf(m); ok {
@@ -340,7 +349,7 @@ func (u *Upstream) openListen(ctx context.Context, s *session, f mcp.Subscriptio
 // await waits for the stream's acknowledgment.
 func (ls *listenStream) await(ctx context.Context) error {
 	select {
-	case <-ls.acked:
+	case <-ls.acked.done():
 		return nil
 	case <-ls.done:
 		if ls.err == nil {
@@ -453,10 +462,7 @@ func (u *Upstream) watchLegacy(ctx context.Context, s *session) error {
 	select {
 	case <-open:
 	case err := <-done:
-		if err == nil {
-			err = errors.New("notification stream ended")
-		}
-		return err
+		return streamEnded(err)
 	case <-time.After(ackWait):
 	case <-ctx.Done():
 		return nil
@@ -470,14 +476,19 @@ func (u *Upstream) watchLegacy(ctx context.Context, s *session) error {
 		select {
 		case <-u.w.changed:
 		case err := <-done:
-			if err == nil {
-				err = errors.New("notification stream ended")
-			}
-			return err
+			return streamEnded(err)
 		case <-ctx.Done():
 			return nil
 		}
 	}
+}
+
+// streamEnded is the watch's error for a legacy stream that ended with err.
+func streamEnded(err error) error {
+	if err == nil {
+		return errors.New("notification stream ended")
+	}
+	return err
 }
 
 // legacyStream holds the stream that carries a legacy server's
@@ -485,9 +496,8 @@ func (u *Upstream) watchLegacy(ctx context.Context, s *session) error {
 // for stdio): open is closed once it is open, or known not to exist, and
 // done reports how it ended.
 func (u *Upstream) legacyStream(ctx context.Context, s *session) (open <-chan struct{}, done <-chan error) {
-	opened, ended := make(chan struct{}), make(chan error, 1)
-	var once sync.Once
-	markOpen := func() { once.Do(func() { close(opened) }) }
+	opened, ended := newLatch(), make(chan error, 1)
+	markOpen := func() { opened.release() }
 	go func() {
 		err := u.conn.stream(ctx, s, markOpen)
 		if errors.Is(err, errNoStream) {
@@ -500,7 +510,7 @@ func (u *Upstream) legacyStream(ctx context.Context, s *session) (open <-chan st
 		}
 		ended <- err
 	}()
-	return opened, ended
+	return opened.done(), ended
 }
 
 // syncLegacy brings the session's resources/subscribe set to the wanted
