@@ -378,6 +378,12 @@ func TestWatchKeepsHealthyStream(t *testing.T) {
 // no attempt fails, so only the calls made meanwhile can mark the gap.
 // asked counts the attempts.
 func heldStream(t *testing.T, legacyServer bool) (url string, release func(), asked *atomic.Int32) {
+	srv, release, asked := heldServer(t, legacyServer)
+	return srv.URL, release, asked
+}
+
+// heldServer is heldStream's server itself, for a test to cut or stop.
+func heldServer(t *testing.T, legacyServer bool) (srv *httptest.Server, release func(), asked *atomic.Int32) {
 	s := sdk.NewServer(&sdk.Implementation{Name: "upstream-fixture", Version: "1"}, &sdk.ServerOptions{
 		SubscribeHandler:   func(context.Context, *sdk.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
@@ -391,7 +397,7 @@ func heldStream(t *testing.T, legacyServer bool) (url string, release func(), as
 	}
 	gate := make(chan struct{})
 	asked = &atomic.Int32{}
-	url = serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if held(r) {
 			asked.Add(1)
 			select {
@@ -402,8 +408,9 @@ func heldStream(t *testing.T, legacyServer bool) (url string, release func(), as
 		}
 		inner.ServeHTTP(w, r)
 	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
 	var once sync.Once
-	return url, func() { once.Do(func() { close(gate) }) }, asked
+	return srv, func() { once.Do(func() { close(gate) }) }, asked
 }
 
 func readA(ctx context.Context, u *Upstream) error {
@@ -470,5 +477,40 @@ func TestFirstWatchWaitKeepsShortTimeouts(t *testing.T) {
 	}
 	if st := u.State(); st != Ready {
 		t.Errorf("upstream %v after answered calls, want ready", st)
+	}
+}
+
+// A sequence: the first watch comes up late (a call made before it: one
+// Missed), then drops and comes back (a second), then the server goes away:
+// calls fail as unreachable without waiting on a watch again.
+func TestFirstWatchLateThenDropThenOutage(t *testing.T) {
+	srv, release, asked := heldServer(t, false)
+	var missed atomic.Int32
+	u := newUpstream(t, Options{URL: srv.URL, Timeout: 2 * time.Second, OnEvent: func(_ string, ev Event) {
+		if ev.Kind == Missed {
+			missed.Add(1)
+		}
+	}})
+	u.StartWatching()
+	eventually(t, 10*time.Second, "the first subscription asked for", func() bool { return asked.Load() > 0 })
+	ctx := context.Background()
+	if err := readA(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	eventually(t, 5*time.Second, "the late first watch's missed event", func() bool { return missed.Load() == 1 })
+	srv.CloseClientConnections() // the watch drops; it comes back
+	eventually(t, 10*time.Second, "the re-established watch's missed event", func() bool { return missed.Load() == 2 })
+	if err := readA(ctx, u); err != nil {
+		t.Fatalf("a read after the watch came back: %v", err)
+	}
+	srv.CloseClientConnections()
+	srv.Close()
+	err := readA(ctx, u)
+	if err == nil || !Unreachable(err) {
+		t.Fatalf("a read with the server gone: %v (unreachable: %v)", err, Unreachable(err))
+	}
+	if n := missed.Load(); n != 2 {
+		t.Errorf("%d missed events, want 2", n)
 	}
 }
