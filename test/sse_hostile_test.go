@@ -149,7 +149,13 @@ func TestSSEHostileServers(t *testing.T) {
 					return nil
 				}
 			}
-			return fmt.Errorf("no log line with %q and upstream=bad", logged)
+			var bad []string
+			for _, line := range strings.Split(p.Logs.String(), "\n") {
+				if strings.Contains(line, "upstream=bad") {
+					bad = append(bad, line)
+				}
+			}
+			return fmt.Errorf("no log line with %q and upstream=bad; its lines:\n%s", logged, strings.Join(bad, "\n"))
 		})
 		start := time.Now()
 		if r := post(t, p.URL, headers("resources/read", "bad+test://raw/0"), rpcBody(1, "resources/read", `"uri":"bad+test://raw/0"`)); r.Error == nil {

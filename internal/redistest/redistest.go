@@ -8,11 +8,13 @@ package redistest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -28,8 +30,8 @@ type Server struct {
 	// Dir is the server's working directory: where SAVE writes dump.rdb.
 	Dir string
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
+	mu   sync.Mutex
+	proc *proc
 }
 
 // Start runs a redis-server with persistence off. A missing redis-server is
@@ -39,60 +41,55 @@ func Start(t testing.TB) *Server {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server is not installed; `make test` installs it (Debian package redis-server)")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	s := &Server{t: t, Addr: addr, Dir: t.TempDir()}
-	s.Restart()
+	s := &Server{t: t, Dir: t.TempDir()}
 	t.Cleanup(s.Stop)
+	p, port := launch(t, freePort, s.args)
+	s.Addr, s.proc = addr(port), p
 	return s
+}
+
+func (s *Server) args(port int) []string {
+	return []string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
+		"--loglevel", "warning", "--enable-debug-command", "local", "--dir", s.Dir}
 }
 
 // URL is the server's redis:// URL.
 func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 
 // Restart starts the server again on the same port (stopping it first if
-// it runs), or for the first time. Its data is gone: persistence is off. It
-// may be called from any goroutine; a failure to start fails the test.
+// it runs). Its data is gone: persistence is off. It may be called from
+// any goroutine; a failure to start fails the test.
 func (s *Server) Restart() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd != nil && s.cmd.Process != nil {
+	if s.proc != nil {
 		// A process not stopped first would outlive the test: the new one
 		// could not bind its port, and the old one would lose its handle.
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
+		s.proc.kill()
+		s.proc = nil
 	}
-	_, port, _ := net.SplitHostPort(s.Addr)
-	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning", "--enable-debug-command", "local", "--dir", s.Dir)
-	s.cmd.Dir = s.Dir
-	if err := s.cmd.Start(); err != nil {
-		s.t.Errorf("start redis-server: %v", err)
+	port, _ := strconv.Atoi(portOf(s.Addr))
+	p, err := spawn(s.Dir, s.args(port)...)
+	if err != nil {
+		s.t.Errorf("restart redis-server on %s: %v", s.Addr, err)
 		return
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if s.ping() {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := p.up(s.Addr); err != nil {
+		p.kill()
+		s.t.Errorf("restart redis-server on %s: %v", s.Addr, err)
+		return
 	}
-	s.t.Errorf("redis-server on %s did not answer PING", s.Addr)
+	s.proc = p
 }
 
 // Stop kills the server and waits for it.
 func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
+	if s.proc != nil {
+		s.proc.kill()
+		s.proc = nil
 	}
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	s.cmd = nil
 }
 
 // Client returns a go-redis client for test setup and probes, closed when
@@ -103,12 +100,133 @@ func (s *Server) Client() *redis.Client {
 	return c
 }
 
-func (s *Server) ping() bool {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+// proc is one redis-server process; its output is kept to say why it did
+// not come up.
+type proc struct {
+	cmd    *exec.Cmd
+	out    lockedBuffer
+	exited chan struct{} // closed once the process has exited
+}
+
+func spawn(dir string, args ...string) (*proc, error) {
+	p := &proc{cmd: exec.Command("redis-server", args...), exited: make(chan struct{})}
+	p.cmd.Dir = dir
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start redis-server %v: %w", args, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// up waits until the process answers PING on addr; it fails, with the
+// process's output, if the process exits first or 10 s pass.
+func (p *proc) up(addr string) error {
+	// Whoever holds a taken port may accept and never answer: the wait
+	// for PING ends when the process does.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for ctx.Err() == nil {
+		if ping(ctx, addr) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%w: %s", errExited, bytes.TrimSpace(p.out.Bytes()))
+	default:
+		return fmt.Errorf("no answer to PING on %s within 10s: %s", addr, bytes.TrimSpace(p.out.Bytes()))
+	}
+}
+
+// kill ends the process and waits for it.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+var errExited = errors.New("redis-server exited")
+
+// launchTries bounds the ports launch tries.
+const launchTries = 5
+
+// launch starts a redis-server with args(port) on a port pick returns, and
+// waits for its PING. The port was free when picked, but a process of
+// another test may bind it before this one does: a server that exits
+// because its port is taken is started again on another.
+func launch(t testing.TB, pick func(testing.TB) int, args func(port int) []string) (*proc, int) {
+	t.Helper()
+	for range launchTries {
+		port := pick(t)
+		p, err := spawn(t.TempDir(), args(port)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.up(addr(port))
+		if err == nil {
+			t.Cleanup(p.kill)
+			return p, port
+		}
+		p.kill()
+		if !errors.Is(err, errExited) || !strings.Contains(err.Error(), "in use") {
+			t.Fatalf("redis-server on port %d: %v", port, err)
+		}
+	}
+	t.Fatalf("redis-server found its port taken %d times", launchTries)
+	return nil, 0
+}
+
+func ping(ctx context.Context, addr string) bool {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 500 * time.Millisecond})
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	return c.Ping(ctx).Err() == nil
+}
+
+func addr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+
+// lockedBuffer is a process's output, written by exec's copying goroutine
+// while a test may read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.b.Bytes())
+}
+
+// freePort returns a port that was free a moment ago.
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // freePortPair returns a free port whose cluster bus port (port + 10000)
@@ -138,7 +256,6 @@ func freePortPair(t testing.TB) int {
 type Cluster struct {
 	t     testing.TB
 	Addrs []string
-	nodes []*exec.Cmd
 }
 
 // StartCluster runs six cluster-enabled redis-servers and joins them with
@@ -146,21 +263,14 @@ type Cluster struct {
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t}
-	t.Cleanup(c.stop)
-	for i := 0; i < 6; i++ {
-		port := freePortPair(t)
+	for range 6 {
 		dir := t.TempDir()
-		cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--cluster-node-timeout", "1000",
-			"--dir", dir, "--loglevel", "warning")
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start a cluster node: %v", err)
-		}
-		c.nodes = append(c.nodes, cmd)
-		c.Addrs = append(c.Addrs, fmt.Sprintf("127.0.0.1:%d", port))
-	}
-	for _, a := range c.Addrs {
-		waitPing(t, a)
+		_, port := launch(t, freePortPair, func(port int) []string {
+			return []string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+				"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--cluster-node-timeout", "1000",
+				"--dir", dir, "--loglevel", "warning"}
+		})
+		c.Addrs = append(c.Addrs, addr(port))
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
 	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
@@ -176,7 +286,7 @@ func (c *Cluster) waitOK() {
 	deadline := time.Now().Add(30 * time.Second)
 	for _, a := range c.Addrs {
 		for {
-			out, _ := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", port(a), "cluster", "info").Output()
+			out, _ := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", portOf(a), "cluster", "info").Output()
 			if strings.Contains(string(out), "cluster_state:ok") {
 				break
 			}
@@ -192,9 +302,9 @@ func (c *Cluster) waitOK() {
 // every slot moves to another node, and waits for the cluster to settle.
 func (c *Cluster) Failover() {
 	for _, a := range c.Addrs {
-		out, _ := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", port(a), "role").Output()
+		out, _ := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", portOf(a), "role").Output()
 		if strings.HasPrefix(string(out), "slave") {
-			if out, err := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", port(a), "cluster", "failover").CombinedOutput(); err != nil {
+			if out, err := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", portOf(a), "cluster", "failover").CombinedOutput(); err != nil {
 				c.t.Errorf("cluster failover on %s: %v %s", a, err, out)
 			}
 		}
@@ -219,20 +329,12 @@ func (c *Cluster) Keys(pattern string) ([]string, error) {
 	return all, err
 }
 
-func (c *Cluster) stop() {
-	for _, cmd := range c.nodes {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
-}
-
 // Sentinel is a master, its replica and one sentinel watching them.
 type Sentinel struct {
 	t          testing.TB
 	Addr       string // the sentinel's
 	MasterName string
 	Nodes      []string // the data nodes, master first at the start
-	procs      []*exec.Cmd
 }
 
 // StartSentinel runs a master, a replica of it, and a sentinel that fails
@@ -240,23 +342,24 @@ type Sentinel struct {
 func StartSentinel(t testing.TB) *Sentinel {
 	t.Helper()
 	s := &Sentinel{t: t, MasterName: "manifold"}
-	t.Cleanup(s.stop)
-	master, replica, sentinel := freePortPair(t), freePortPair(t), freePortPair(t)
 	common := []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning"}
-	s.start(append([]string{"--port", fmt.Sprint(master)}, common...)...)
-	s.start(append([]string{"--port", fmt.Sprint(replica), "--replicaof", "127.0.0.1", fmt.Sprint(master)}, common...)...)
-	conf := filepath.Join(t.TempDir(), "sentinel.conf")
-	text := fmt.Sprintf("port %d\nbind 127.0.0.1\nsentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\n",
-		sentinel, s.MasterName, master, s.MasterName, s.MasterName)
-	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s.start(conf, "--sentinel")
-	s.Addr = fmt.Sprintf("127.0.0.1:%d", sentinel)
-	s.Nodes = []string{fmt.Sprintf("127.0.0.1:%d", master), fmt.Sprintf("127.0.0.1:%d", replica)}
-	for _, p := range []int{master, replica, sentinel} {
-		waitPing(t, fmt.Sprintf("127.0.0.1:%d", p))
-	}
+	_, master := launch(t, freePort, func(port int) []string {
+		return append([]string{"--port", fmt.Sprint(port), "--dir", t.TempDir()}, common...)
+	})
+	_, replica := launch(t, freePort, func(port int) []string {
+		return append([]string{"--port", fmt.Sprint(port), "--dir", t.TempDir(), "--replicaof", "127.0.0.1", fmt.Sprint(master)}, common...)
+	})
+	_, sentinel := launch(t, freePort, func(port int) []string {
+		conf := filepath.Join(t.TempDir(), "sentinel.conf")
+		text := fmt.Sprintf("port %d\nbind 127.0.0.1\nsentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\n",
+			port, s.MasterName, master, s.MasterName, s.MasterName)
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return []string{conf, "--sentinel"}
+	})
+	s.Addr = addr(sentinel)
+	s.Nodes = []string{addr(master), addr(replica)}
 	// Wait until the replica is in sync and the sentinel knows it.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -272,24 +375,9 @@ func StartSentinel(t testing.TB) *Sentinel {
 	return s
 }
 
-// start runs one process of the set in a folder of its own: a replica's
-// first sync writes the master's dump there, never in the checkout.
-func (s *Sentinel) start(args ...string) {
-	dir := s.t.TempDir()
-	if args[len(args)-1] != "--sentinel" {
-		args = append(args, "--dir", dir)
-	}
-	cmd := exec.Command("redis-server", args...)
-	cmd.Dir = dir
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server %v: %v", args, err)
-	}
-	s.procs = append(s.procs, cmd)
-}
-
 // Master returns the address the sentinel names as master now.
 func (s *Sentinel) Master() string {
-	out, _ := exec.Command("redis-cli", "-p", port(s.Addr), "sentinel", "get-master-addr-by-name", s.MasterName).Output()
+	out, _ := exec.Command("redis-cli", "-p", portOf(s.Addr), "sentinel", "get-master-addr-by-name", s.MasterName).Output()
 	f := strings.Fields(string(out))
 	if len(f) != 2 {
 		return ""
@@ -311,7 +399,7 @@ func (s *Sentinel) Failover() {
 			s.t.Fatalf("the sentinel did not fail over within 40s; its last answer: %s", last)
 		}
 		if time.Since(asked) > time.Second && !bytes.Contains(last, []byte("INPROG")) {
-			last, _ = exec.Command("redis-cli", "-p", port(s.Addr), "sentinel", "failover", s.MasterName).CombinedOutput()
+			last, _ = exec.Command("redis-cli", "-p", portOf(s.Addr), "sentinel", "failover", s.MasterName).CombinedOutput()
 			asked = time.Now()
 		}
 	}
@@ -324,25 +412,7 @@ func (s *Sentinel) Keys(pattern string) ([]string, error) {
 	return rdb.Keys(context.Background(), pattern).Result()
 }
 
-func (s *Sentinel) stop() {
-	for _, cmd := range s.procs {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
-}
-
-func waitPing(t testing.TB, addr string) {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", port(addr), "ping").Run(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("redis on %s did not answer PING", addr)
-}
-
-func port(addr string) string {
+func portOf(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)
 	return p
 }

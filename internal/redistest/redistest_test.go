@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,5 +49,32 @@ func checkout(t *testing.T) string {
 			t.Fatal("no go.mod above the test")
 		}
 		dir = parent
+	}
+}
+
+// A port picked free can be taken by another test's process before
+// redis-server binds it: the server is then started on another port, not
+// reported as one that never answered.
+func TestLaunchMovesOffATakenPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	picks := 0
+	pick := func(t testing.TB) int {
+		picks++
+		if picks == 1 {
+			return taken.Addr().(*net.TCPAddr).Port
+		}
+		return freePort(t)
+	}
+	s := &Server{t: t, Dir: t.TempDir()}
+	_, port := launch(t, pick, s.args)
+	if port == taken.Addr().(*net.TCPAddr).Port || picks != 2 {
+		t.Fatalf("started on port %d after %d picks; the taken one is %s", port, picks, taken.Addr())
+	}
+	if !ping(context.Background(), addr(port)) {
+		t.Errorf("no PING answer on the second port %d", port)
 	}
 }
