@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
@@ -19,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/manifold-mcp/manifold/internal/h1"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/sse"
@@ -36,7 +38,10 @@ type httpConn struct {
 }
 
 // httpClient is the client of an HTTP upstream: o.Transport, or a pooled
-// transport keeping MaxIdleConns for reuse, with the upstream's TLS.
+// transport keeping MaxIdleConns for reuse, with the upstream's TLS. A
+// plain http:// upstream reached without a proxy is spoken to by h1, which
+// does each exchange on the caller's goroutine (measured in BENCHMARKS.md,
+// issue #20); net/http's transport carries the rest.
 func httpClient(o Options) *http.Client {
 	rt := o.Transport
 	if rt == nil {
@@ -46,11 +51,25 @@ func httpClient(o Options) *http.Client {
 		tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
 		tr.TLSClientConfig = o.TLS
 		rt = tr
+		if direct(o.URL) {
+			rt = &h1.Transport{Fallback: tr, MaxIdle: tr.MaxIdleConnsPerHost}
+		}
 	}
 	if o.Authorize != nil {
 		rt = o.Authorize(rt)
 	}
 	return &http.Client{Transport: rt, CheckRedirect: redirectSameOrigin}
+}
+
+// direct says whether raw is a plain http:// URL that no proxy of the
+// environment applies to.
+func direct(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u})
+	return err == nil && proxy == nil
 }
 
 // redirectSameOrigin follows a redirect only within the origin it started

@@ -1,0 +1,113 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"time"
+)
+
+// get returns an idle connection to addr that is still open, or a new one.
+func (t *Transport) get(ctx context.Context, addr string) (*conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, context.Cause(ctx)
+	}
+	for {
+		c := t.takeIdle(addr)
+		if c == nil {
+			break
+		}
+		if c.br.Buffered() == 0 && open(c.nc) {
+			c.reused = true
+			c.lr.read = 0
+			return c, nil
+		}
+		c.nc.Close()
+	}
+	dial := t.Dial
+	if dial == nil {
+		dial = defaultDialer.DialContext
+	}
+	nc, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("h1: dial %s: %w", addr, err)
+	}
+	c := &conn{nc: nc, addr: addr, lr: headerLimit{nc: nc, left: -1}}
+	c.br = bufio.NewReaderSize(&c.lr, 16<<10)
+	c.bw = bufio.NewWriterSize(nc, 16<<10)
+	return c, nil
+}
+
+var defaultDialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+
+// takeIdle pops addr's most recently used idle connection younger than
+// IdleTimeout, closing the older ones it passes.
+func (t *Transport) takeIdle(addr string) *conn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	list := t.idle[addr]
+	for len(list) > 0 {
+		c := list[len(list)-1]
+		list[len(list)-1] = nil
+		list = list[:len(list)-1]
+		if time.Since(c.since) < t.idleTimeout() {
+			t.idle[addr] = list
+			return c
+		}
+		c.nc.Close()
+	}
+	delete(t.idle, addr)
+	return nil
+}
+
+// put keeps c for reuse: at most MaxIdle per host, the oldest closed
+// first, and any older than IdleTimeout closed on the way.
+func (t *Transport) put(c *conn) {
+	now := time.Now()
+	c.since = now
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.idle == nil {
+		t.idle = make(map[string][]*conn)
+	}
+	list := t.idle[c.addr]
+	drop := 0
+	for drop < len(list) && (now.Sub(list[drop].since) >= t.idleTimeout() || len(list)-drop >= t.maxIdle()) {
+		list[drop].nc.Close()
+		list[drop] = nil
+		drop++
+	}
+	t.idle[c.addr] = append(list[drop:], c)
+}
+
+// CloseIdleConnections closes every idle connection; those in use are
+// closed when their bodies are done with (http.Client calls this).
+func (t *Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.mu.Unlock()
+	for _, list := range idle {
+		for _, c := range list {
+			c.nc.Close()
+		}
+	}
+	if f, ok := t.Fallback.(interface{ CloseIdleConnections() }); ok {
+		f.CloseIdleConnections()
+	}
+}
+
+func (t *Transport) maxIdle() int {
+	if t.MaxIdle > 0 {
+		return t.MaxIdle
+	}
+	return 64
+}
+
+func (t *Transport) idleTimeout() time.Duration {
+	if t.IdleTimeout > 0 {
+		return t.IdleTimeout
+	}
+	return 90 * time.Second
+}
