@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -117,6 +118,13 @@ func (h *health) failing() bool { return h.episode.Failing() }
 // outcome records a contact's result; h.mu is held, and released before
 // onChange is told of a change of state.
 func (h *health) outcome(err error) {
+	if errors.Is(err, errChannelWait) {
+		// The channel's opening reports its own failure, with its cause; a
+		// call that gave up waiting for it would only name the wait, and
+		// on a loaded machine be the episode's first line.
+		h.mu.Unlock()
+		return
+	}
 	var changed bool
 	st := Ready
 	if err == nil {

@@ -2,6 +2,8 @@ package upstream
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -109,4 +111,18 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// A call that gave up waiting for a channel still being opened is not the
+// failing episode's first line: the opening's own failure, a moment later,
+// says why (here an SSE stream that never sent its endpoint).
+func TestHealthChannelWaitIsNotTheCause(t *testing.T) {
+	var buf bytes.Buffer
+	h := newHealth(slog.New(slog.NewTextHandler(&buf, nil)), nil)
+	h.observe(time.Second, fmt.Errorf("%w: %w", errChannelWait, context.DeadlineExceeded))
+	h.failure(fmt.Errorf("SSE stream did not open: %w", errNoEndpoint))
+	first, _, _ := strings.Cut(buf.String(), "\n")
+	if !strings.Contains(first, `msg="upstream failing"`) || !strings.Contains(first, "no endpoint event") {
+		t.Errorf("the episode's first line: %s\nall:\n%s", first, buf.String())
+	}
 }

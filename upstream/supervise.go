@@ -121,6 +121,7 @@ func (s *supervisor[C]) current() (C, bool) {
 
 // ready waits until a channel is open and returns its generation; while
 // the channel is down between two, it fails at once with s.down.
+// A caller whose context ends first gets errChannelWait.
 func (s *supervisor[C]) ready(ctx context.Context) (uint64, error) {
 	for {
 		s.mu.Lock()
@@ -137,10 +138,14 @@ func (s *supervisor[C]) ready(ctx context.Context) (uint64, error) {
 		select {
 		case <-up:
 		case <-ctx.Done():
-			return 0, fmt.Errorf("waiting for the upstream's channel: %w", ctx.Err())
+			return 0, fmt.Errorf("%w: %w", errChannelWait, ctx.Err())
 		}
 	}
 }
+
+// errChannelWait is a call that gave up waiting for a channel still being
+// opened.
+var errChannelWait = errors.New("waiting for the upstream's channel")
 
 // alive reports whether gen is the open channel's generation.
 func (s *supervisor[C]) alive(gen uint64) bool {

@@ -76,9 +76,9 @@ func TestSequentialExchangesShareOneConnection(t *testing.T) {
 	}
 }
 
-// A caller that reads exactly Content-Length bytes and closes (as Manifold's
-// upstream client does) has not seen io.EOF: the connection is reused
-// still.
+// A caller that reads exactly Content-Length bytes and closes, as
+// Manifold's upstream client does, never asks past the end: the read of
+// the last bytes must report the end with them, or the connection is lost.
 func TestExactReadThenCloseReuses(t *testing.T) {
 	s, conns := counted(t, http.HandlerFunc(echo))
 	c := client(t, &h1.Transport{})
