@@ -19,6 +19,11 @@
 // one where net/http's Transport would send it again: it was not written,
 // or it is replayable and idempotent.
 //
+// The request is written whole before the answer is read: a server that
+// answers early and closes (a 413) is still heard, but one that answers
+// while it keeps reading a body too large for the sockets' buffers is not
+// heard until it has read it all. Manifold's requests are small.
+//
 // It speaks plain http:// only. Anything else (https, a proxy) goes to
 // Fallback.
 package h1
@@ -31,6 +36,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -51,8 +57,10 @@ type Transport struct {
 	// keep-alive, as net/http's default transport).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
-	mu   sync.Mutex
-	idle map[string][]*conn // per host:port, the most recently used last
+	mu      sync.Mutex
+	idle    map[string][]*conn // per host:port, the most recently used last
+	sweep   *time.Timer        // closes what has been idle too long; nil with nothing idle
+	closing bool               // CloseIdleConnections was called, and no request came since
 }
 
 // conn is one connection and its buffers.
@@ -63,7 +71,23 @@ type conn struct {
 	bw     *bufio.Writer
 	addr   string
 	reused bool
+	sent   int64     // bytes that reached nc
+	werr   error     // nc's last write error
 	since  time.Time // when it went idle
+}
+
+// sentCounter is the writer under a connection's buffer: it counts what
+// reached the connection, which says whether a failed request may be sent
+// again (nothing of it left).
+type sentCounter struct{ c *conn }
+
+func (w sentCounter) Write(p []byte) (int, error) {
+	n, err := w.c.nc.Write(p)
+	w.c.sent += int64(n)
+	if err != nil {
+		w.c.werr = err
+	}
+	return n, err
 }
 
 var errHeaderTooLarge = errors.New("h1: response header too large")
@@ -79,6 +103,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("h1: unsupported scheme %q", req.URL.Scheme)
 		}
 		return t.Fallback.RoundTrip(req)
+	}
+	if req.URL.Host == "" {
+		closeBody(req)
+		return nil, errors.New("h1: no host in request URL")
 	}
 	addr := hostPort(req)
 	for first := true; ; first = false {
@@ -106,26 +134,56 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(aLongTimeAgo) })
+	before := c.sent
 	err := req.Write(c.bw)
 	if err == nil {
 		err = c.bw.Flush()
 	}
 	if err != nil {
+		if c.sent > before && c.werr != nil && ctx.Err() == nil {
+			// The server may have answered and closed before taking the
+			// whole body (a 413, a 401): that answer is the caller's.
+			if resp, rerr := t.readHeader(c, req); rerr == nil {
+				return t.answer(c, req, resp, stop, false), nil
+			}
+		}
 		stop()
-		return nil, contextOr(ctx, &notWritten{err})
+		if c.sent == before {
+			return nil, contextOr(ctx, &notWritten{err})
+		}
+		return nil, contextOr(ctx, fmt.Errorf("h1: write request: %w", err))
 	}
 	resp, err := t.readHeader(c, req)
 	if err != nil {
 		stop()
 		return nil, contextOr(ctx, err)
 	}
-	b := &body{t: t, c: c, rc: resp.Body, stop: stop, ctx: ctx, keep: !resp.Close && !req.Close}
+	return t.answer(c, req, resp, stop, !resp.Close && !req.Close && !asksClose(req.Header)), nil
+}
+
+// answer gives resp the body that pools c (if keep) or closes it at its
+// end.
+func (t *Transport) answer(c *conn, req *http.Request, resp *http.Response, stop func() bool, keep bool) *http.Response {
+	b := &body{t: t, c: c, rc: resp.Body, stop: stop, ctx: req.Context(), keep: keep}
 	if resp.Body == http.NoBody {
 		b.finish(true, io.EOF)
-		return resp, nil
+		return resp
 	}
 	resp.Body = b
-	return resp, nil
+	return resp
+}
+
+// asksClose says whether a request's header asks for the connection to be
+// closed after it (net/http's transport honours that as req.Close).
+func asksClose(h http.Header) bool {
+	for _, v := range h["Connection"] {
+		for _, token := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(token), "close") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // readHeader reads a response's header, at most MaxHeaderBytes of it,

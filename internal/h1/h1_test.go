@@ -2,10 +2,12 @@ package h1_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -488,5 +490,190 @@ func TestIdleConnectionsAreBounded(t *testing.T) {
 	// 4 more.
 	if opened := conns.Load() - first; opened != 4 {
 		t.Errorf("the second round opened %d connections, want 4 (2 kept idle)", opened)
+	}
+}
+
+// A POST whose body had partly gone out when its reused connection failed
+// is not sent again: the server may have run it. Go's own server makes
+// this happen to a handler that answers without reading a large body: it
+// answers, waits, and resets the connection while the client still writes.
+func TestPartlySentPOSTIsNotSentAgain(t *testing.T) {
+	var posts atomic.Int64
+	s, _ := counted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			posts.Add(1) // a tools/call with side effects
+		}
+		io.WriteString(w, "ok")
+	}))
+	c := client(t, &h1.Transport{})
+	get(t, c, s.URL) // a connection to reuse
+	req, _ := http.NewRequest(http.MethodPost, s.URL, bytes.NewReader(make([]byte, 64<<20)))
+	if resp, err := c.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	if n := posts.Load(); n != 1 {
+		t.Errorf("a POST reached the server %d times", n)
+	}
+}
+
+// A server that answers before taking the whole body (a 413) and closes is
+// heard: the caller gets its answer, not the write's broken pipe.
+func TestEarlyAnswerIsHeard(t *testing.T) {
+	s, _ := counted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+	}))
+	c := client(t, &h1.Transport{})
+	req, _ := http.NewRequest(http.MethodPost, s.URL, bytes.NewReader(make([]byte, 64<<20)))
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("the server answered 413; the caller got %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("status %d, want 413", resp.StatusCode)
+	}
+}
+
+// A connection in use when CloseIdleConnections is called (an upstream let
+// go with a call in flight) is closed when its body is done, not pooled in
+// a transport nobody uses.
+func TestCloseIdleConnectionsClosesThoseInUse(t *testing.T) {
+	s, conns := counted(t, http.HandlerFunc(echo))
+	tr := &h1.Transport{}
+	c := client(t, tr)
+	resp, err := c.Get(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.CloseIdleConnections()
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	post(t, c, s.URL, "x")
+	if n := conns.Load(); n != 2 {
+		t.Errorf("opened %d connections, want 2: the one in use was pooled", n)
+	}
+}
+
+// An idle connection is closed once idle for IdleTimeout, whether or not
+// another request comes: no socket lingers (in CLOSE_WAIT once the server
+// gives up on it).
+func TestIdleConnectionClosedAfterIdleTimeout(t *testing.T) {
+	closed := make(chan struct{})
+	s := httptest.NewUnstartedServer(http.HandlerFunc(echo))
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			close(closed)
+		}
+	}
+	s.Start()
+	defer s.Close()
+	c := client(t, &h1.Transport{IdleTimeout: 50 * time.Millisecond})
+	post(t, c, s.URL, "x")
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Second):
+		t.Error("an idle connection with IdleTimeout 50ms was still open after 2 s")
+	}
+}
+
+func TestNoHostIsRefused(t *testing.T) {
+	dialed := ""
+	tr := &h1.Transport{Dial: func(_ context.Context, _, addr string) (net.Conn, error) {
+		dialed = addr
+		return nil, errors.New("no dial expected")
+	}}
+	req, _ := http.NewRequest(http.MethodGet, "http:///path", nil)
+	if _, err := tr.RoundTrip(req); err == nil || dialed != "" {
+		t.Errorf("a URL with no host: err %v, dialed %q", err, dialed)
+	}
+}
+
+// A request whose header asks "Connection: close" does not leave its
+// connection pooled, even with a server that ignores the header.
+func TestConnectionCloseHeaderIsHonoured(t *testing.T) {
+	url, conns := rawServer(t, func(int, *http.Request) (string, bool) {
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false
+	})
+	c := client(t, &h1.Transport{})
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set("Connection", "close")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("two requests asking Connection: close used %d connections, want 2", n)
+	}
+}
+
+// Many callers, random cancellations and random Closes during Reads: every
+// body that is read whole must be its own request's answer.
+func TestNoCrossTalkUnderCancelsAndCloses(t *testing.T) {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("id")
+		mode := r.URL.Query().Get("m")
+		fmt.Fprintf(w, "A%s;", id)
+		if mode == "slow" {
+			w.(http.Flusher).Flush()
+			time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+		}
+		fmt.Fprintf(w, "B%s;", id)
+	}))
+	defer s.Close()
+	tr := &h1.Transport{MaxIdle: 4}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	bad, whole := 0, 0
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 300 {
+				id := fmt.Sprintf("%d-%d", g, i)
+				mode := []string{"fast", "slow"}[rand.IntN(2)]
+				ctx, cancel := context.WithCancel(context.Background())
+				if rand.IntN(3) == 0 {
+					time.AfterFunc(time.Duration(rand.IntN(400))*time.Microsecond, cancel)
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"?m="+mode+"&id="+id, strings.NewReader("body "+id))
+				resp, err := c.Do(req)
+				if err != nil {
+					cancel()
+					continue
+				}
+				if rand.IntN(4) == 0 {
+					go func() {
+						time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+						resp.Body.Close()
+					}()
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				cancel()
+				mu.Lock()
+				if err == nil {
+					whole++
+				}
+				mu.Unlock()
+				if err == nil && string(b) != "A"+id+";B"+id+";" {
+					mu.Lock()
+					bad++
+					if bad < 5 {
+						t.Errorf("request %s read %q", id, b)
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// Most exchanges are neither cancelled nor closed early: a transport
+	// that failed them all would check nothing.
+	if whole < 9600/2 {
+		t.Errorf("only %d of 9600 bodies were read whole", whole)
 	}
 }

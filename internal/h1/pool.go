@@ -35,17 +35,19 @@ func (t *Transport) get(ctx context.Context, addr string) (*conn, error) {
 	}
 	c := &conn{nc: nc, addr: addr, lr: headerLimit{nc: nc, left: -1}}
 	c.br = bufio.NewReaderSize(&c.lr, 16<<10)
-	c.bw = bufio.NewWriterSize(nc, 16<<10)
+	c.bw = bufio.NewWriterSize(sentCounter{c}, 16<<10)
 	return c, nil
 }
 
 var defaultDialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 
 // takeIdle pops addr's most recently used idle connection younger than
-// IdleTimeout, closing the older ones it passes.
+// IdleTimeout, closing the older ones it passes. A request wants
+// connections kept again after CloseIdleConnections.
 func (t *Transport) takeIdle(addr string) *conn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.closing = false
 	list := t.idle[addr]
 	for len(list) > 0 {
 		c := list[len(list)-1]
@@ -62,31 +64,74 @@ func (t *Transport) takeIdle(addr string) *conn {
 }
 
 // put keeps c for reuse: at most MaxIdle per host, the oldest closed
-// first, and any older than IdleTimeout closed on the way.
+// first, each closed by the sweep once idle for IdleTimeout. After
+// CloseIdleConnections, until the next request, c is closed instead.
 func (t *Transport) put(c *conn) {
 	now := time.Now()
 	c.since = now
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closing {
+		c.nc.Close()
+		return
+	}
 	if t.idle == nil {
 		t.idle = make(map[string][]*conn)
 	}
 	list := t.idle[c.addr]
 	drop := 0
-	for drop < len(list) && (now.Sub(list[drop].since) >= t.idleTimeout() || len(list)-drop >= t.maxIdle()) {
+	for drop < len(list) && len(list)-drop >= t.maxIdle() {
 		list[drop].nc.Close()
 		list[drop] = nil
 		drop++
 	}
 	t.idle[c.addr] = append(list[drop:], c)
+	if t.sweep == nil {
+		t.sweep = time.AfterFunc(t.idleTimeout(), t.sweepIdle)
+	}
 }
 
-// CloseIdleConnections closes every idle connection; those in use are
-// closed when their bodies are done with (http.Client calls this).
+// sweepIdle closes the connections idle for IdleTimeout, and comes back
+// when the next of the others is due.
+func (t *Transport) sweepIdle() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	var next time.Time
+	for addr, list := range t.idle {
+		expired := 0
+		for expired < len(list) && now.Sub(list[expired].since) >= t.idleTimeout() {
+			list[expired].nc.Close()
+			list[expired] = nil
+			expired++
+		}
+		if list = list[expired:]; len(list) == 0 {
+			delete(t.idle, addr)
+			continue
+		}
+		t.idle[addr] = list
+		if due := list[0].since.Add(t.idleTimeout()); next.IsZero() || due.Before(next) {
+			next = due
+		}
+	}
+	if next.IsZero() {
+		t.sweep = nil
+		return
+	}
+	t.sweep = time.AfterFunc(next.Sub(now), t.sweepIdle)
+}
+
+// CloseIdleConnections closes every idle connection, and those in use when
+// their bodies are done with, until the next request (http.Client calls
+// this; Manifold does when it lets an upstream go).
 func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
-	t.idle = nil
+	t.idle, t.closing = nil, true
+	if t.sweep != nil {
+		t.sweep.Stop()
+		t.sweep = nil
+	}
 	t.mu.Unlock()
 	for _, list := range idle {
 		for _, c := range list {
