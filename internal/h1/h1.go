@@ -36,9 +36,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Transport is an http.RoundTripper keeping idle connections per host. Its
@@ -158,7 +159,7 @@ func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error)
 		stop()
 		return nil, contextOr(ctx, err)
 	}
-	return t.answer(c, req, resp, stop, !resp.Close && !req.Close && !asksClose(req.Header)), nil
+	return t.answer(c, req, resp, stop, !resp.Close && !req.Close && !httpguts.HeaderValuesContainsToken(req.Header["Connection"], "close")), nil
 }
 
 // answer gives resp the body that pools c (if keep) or closes it at its
@@ -173,23 +174,10 @@ func (t *Transport) answer(c *conn, req *http.Request, resp *http.Response, stop
 	return resp
 }
 
-// asksClose says whether a request's header asks for the connection to be
-// closed after it (net/http's transport honours that as req.Close).
-func asksClose(h http.Header) bool {
-	for _, v := range h["Connection"] {
-		for _, token := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(token), "close") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // readHeader reads a response's header, at most MaxHeaderBytes of it,
 // skipping informational (1xx) answers.
 func (t *Transport) readHeader(c *conn, req *http.Request) (*http.Response, error) {
-	c.lr.left = t.maxHeaderBytes()
+	c.lr.left, c.lr.read = t.maxHeaderBytes(), 0
 	defer func() { c.lr.left = -1 }()
 	for {
 		resp, err := http.ReadResponse(c.br, req)
@@ -283,8 +271,8 @@ func (t *Transport) maxHeaderBytes() int64 {
 }
 
 // headerLimit is a connection's reader, bounded while a header is read
-// (left ≥ 0), unbounded otherwise (left < 0). read counts the bytes of the
-// current header's reads.
+// (left ≥ 0), unbounded otherwise (left < 0). read counts the bytes the
+// current header's reading took from the connection.
 type headerLimit struct {
 	nc   net.Conn
 	left int64

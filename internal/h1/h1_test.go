@@ -53,6 +53,19 @@ func echo(w http.ResponseWriter, r *http.Request) {
 func post(t *testing.T, c *http.Client, url, body string) string {
 	t.Helper()
 	resp, err := c.Post(url, "application/json", strings.NewReader(body))
+	_, b := read(t, resp, err)
+	return b
+}
+
+func get(t *testing.T, c *http.Client, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(url)
+	return read(t, resp, err)
+}
+
+// read is the body of an exchange that must have succeeded, read whole.
+func read(t *testing.T, resp *http.Response, err error) (*http.Response, string) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +74,7 @@ func post(t *testing.T, c *http.Client, url, body string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	return resp, string(b)
 }
 
 func TestSequentialExchangesShareOneConnection(t *testing.T) {
@@ -224,20 +237,6 @@ func rawServer(t *testing.T, answer func(i int, req *http.Request) (string, bool
 		}
 	})
 	return "http://" + l.Addr().String() + "/", &conns
-}
-
-func get(t *testing.T, c *http.Client, url string) (*http.Response, string) {
-	t.Helper()
-	resp, err := c.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, string(b)
 }
 
 func TestFramings(t *testing.T) {
@@ -599,11 +598,7 @@ func TestConnectionCloseHeaderIsHonoured(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		req.Header.Set("Connection", "close")
 		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.ReadAll(resp.Body)
-		resp.Body.Close()
+		read(t, resp, err)
 	}
 	if n := conns.Load(); n != 2 {
 		t.Errorf("two requests asking Connection: close used %d connections, want 2", n)

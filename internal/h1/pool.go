@@ -18,9 +18,8 @@ func (t *Transport) get(ctx context.Context, addr string) (*conn, error) {
 		if c == nil {
 			break
 		}
-		if c.br.Buffered() == 0 && open(c.nc) {
+		if open(c.nc) { // pooled with nothing buffered (body.finish)
 			c.reused = true
-			c.lr.read = 0
 			return c, nil
 		}
 		c.nc.Close()
@@ -41,26 +40,25 @@ func (t *Transport) get(ctx context.Context, addr string) (*conn, error) {
 
 var defaultDialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 
-// takeIdle pops addr's most recently used idle connection younger than
-// IdleTimeout, closing the older ones it passes. A request wants
-// connections kept again after CloseIdleConnections.
+// takeIdle pops addr's most recently used idle connection (the sweep
+// closes those idle too long). A request wants connections kept again
+// after CloseIdleConnections.
 func (t *Transport) takeIdle(addr string) *conn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closing = false
 	list := t.idle[addr]
-	for len(list) > 0 {
-		c := list[len(list)-1]
-		list[len(list)-1] = nil
-		list = list[:len(list)-1]
-		if time.Since(c.since) < t.idleTimeout() {
-			t.idle[addr] = list
-			return c
-		}
-		c.nc.Close()
+	if len(list) == 0 {
+		return nil
 	}
-	delete(t.idle, addr)
-	return nil
+	c := list[len(list)-1]
+	list[len(list)-1] = nil
+	if list = list[:len(list)-1]; len(list) == 0 {
+		delete(t.idle, addr)
+	} else {
+		t.idle[addr] = list
+	}
+	return c
 }
 
 // put keeps c for reuse: at most MaxIdle per host, the oldest closed
@@ -79,13 +77,8 @@ func (t *Transport) put(c *conn) {
 		t.idle = make(map[string][]*conn)
 	}
 	list := t.idle[c.addr]
-	drop := 0
-	for drop < len(list) && len(list)-drop >= t.maxIdle() {
-		list[drop].nc.Close()
-		list[drop] = nil
-		drop++
-	}
-	t.idle[c.addr] = append(list[drop:], c)
+	list = closeFirst(list, len(list)+1-t.maxIdle())
+	t.idle[c.addr] = append(list, c)
 	if t.sweep == nil {
 		t.sweep = time.AfterFunc(t.idleTimeout(), t.sweepIdle)
 	}
@@ -101,11 +94,9 @@ func (t *Transport) sweepIdle() {
 	for addr, list := range t.idle {
 		expired := 0
 		for expired < len(list) && now.Sub(list[expired].since) >= t.idleTimeout() {
-			list[expired].nc.Close()
-			list[expired] = nil
 			expired++
 		}
-		if list = list[expired:]; len(list) == 0 {
+		if list = closeFirst(list, expired); len(list) == 0 {
 			delete(t.idle, addr)
 			continue
 		}
@@ -119,6 +110,17 @@ func (t *Transport) sweepIdle() {
 		return
 	}
 	t.sweep = time.AfterFunc(next.Sub(now), t.sweepIdle)
+}
+
+// closeFirst closes the first n of list, the longest idle, and returns the
+// rest.
+func closeFirst(list []*conn, n int) []*conn {
+	n = max(0, min(n, len(list)))
+	for i := range n {
+		list[i].nc.Close()
+		list[i] = nil
+	}
+	return list[n:]
 }
 
 // CloseIdleConnections closes every idle connection, and those in use when
