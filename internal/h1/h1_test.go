@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -670,5 +671,59 @@ func TestNoCrossTalkUnderCancelsAndCloses(t *testing.T) {
 	// that failed them all would check nothing.
 	if whole < 9600/2 {
 		t.Errorf("only %d of 9600 bodies were read whole", whole)
+	}
+}
+
+// A fault sequence on one transport: the server drops its connections,
+// the next call works on a new one; the server goes away, calls fail at
+// once with the refusal (no hang, no retry loop); it comes back on the
+// same address, and calls work again.
+func TestDropRecoverOutageRecover(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	serve := func(l net.Listener) *httptest.Server {
+		s := httptest.NewUnstartedServer(http.HandlerFunc(echo))
+		s.Listener.Close()
+		s.Listener = l
+		s.Start()
+		return s
+	}
+	s := serve(l)
+	c := client(t, &h1.Transport{})
+	url := "http://" + addr
+	if got := post(t, c, url, "first"); !strings.Contains(got, "first") {
+		t.Fatalf("first call: %s", got)
+	}
+	s.CloseClientConnections() // the drop
+	time.Sleep(50 * time.Millisecond)
+	if got := post(t, c, url, "after the drop"); !strings.Contains(got, "after the drop") {
+		t.Fatalf("after the drop: %s", got)
+	}
+	s.Close() // the outage
+	for i := range 3 {
+		start := time.Now()
+		resp, err := c.Post(url, "text/plain", strings.NewReader("during"))
+		if err == nil {
+			resp.Body.Close()
+			t.Fatalf("call %d during the outage succeeded", i)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("call %d during the outage: %v, want connection refused", i, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("call %d during the outage took %v", i, d)
+		}
+	}
+	l, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the address could not be taken again: %v", err)
+	}
+	s = serve(l)
+	defer s.Close()
+	if got := post(t, c, url, "back"); !strings.Contains(got, "back") {
+		t.Fatalf("after the outage: %s", got)
 	}
 }
