@@ -162,7 +162,15 @@ func (r *Redis) Get(ctx context.Context, id string) (*Session, error) {
 	return s, err
 }
 
+// remember keeps a copy of s, unless s is not initialized yet: its one
+// change, initialize, is answered on the session's stream, perhaps by the
+// replica that made it, and the caller's next request may reach this one
+// before the change's signal does. A copy would refuse it as not
+// initialized; the read costs a round trip for one request or two.
 func (r *Redis) remember(s *Session) {
+	if s.Version == "" {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.recent == nil || len(r.recent) >= maxRecent {

@@ -263,3 +263,41 @@ func TestStoresActive(t *testing.T) {
 		})
 	}
 }
+
+// A session not yet initialized is not kept as a recent copy. Its one
+// change, initialize, is answered on the session's stream, which the
+// replica that made the change may hold: the caller can then send its next
+// request to another replica before the change's signal has reached it,
+// and a copy kept there would refuse it as not initialized. Here b reads
+// each new session, a initializes it, and b reads it again at once.
+func TestUninitializedSessionIsNotKept(t *testing.T) {
+	rs := redistest.Start(t)
+	ro, _ := redis.ParseURL(rs.URL())
+	replica := func() *Redis {
+		s := NewRedis(RedisOptions{Client: redis.UniversalOptions{Addrs: []string{ro.Addr}}, Prefix: "init:", Idle: time.Minute, Timeout: 2 * time.Second})
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := replica(), replica()
+	ctx := context.Background()
+	stale := 0
+	for range 100 {
+		s := &Session{ID: NewID()}
+		if err := a.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Get(ctx, s.ID); err != nil { // a request before initialize
+			t.Fatal(err)
+		}
+		s.Version = "2024-11-05"
+		if err := a.Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := b.Get(ctx, s.ID); err != nil || got.Version != s.Version {
+			stale++
+		}
+	}
+	if stale > 0 {
+		t.Errorf("right after initialize, the other replica saw the session uninitialized in %d of 100 rounds", stale)
+	}
+}
