@@ -514,3 +514,41 @@ func TestFirstWatchLateThenDropThenOutage(t *testing.T) {
 		t.Errorf("%d missed events, want 2", n)
 	}
 }
+
+// An upstream that moved within its origin is followed there (307 and
+// 308 keep the POST and its body), every call, each sent first to the
+// configured URL; one that redirects to another origin is refused, and
+// the refusal names both.
+func TestRedirects(t *testing.T) {
+	var moved, served atomic.Int32
+	inner := modern(sdkServer())
+	mux := http.NewServeMux()
+	mux.HandleFunc("/old", func(w http.ResponseWriter, r *http.Request) {
+		moved.Add(1)
+		http.Redirect(w, r, "/new", http.StatusPermanentRedirect)
+	})
+	mux.HandleFunc("/new", func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		inner.ServeHTTP(w, r)
+	})
+	base := serve(t, mux)
+	u := newUpstream(t, Options{URL: base + "/old"})
+	for i := range 3 {
+		if pid, err := readPID(context.Background(), u); err != nil || pid != fmt.Sprint(os.Getpid()) {
+			t.Fatalf("read %d through a same-origin redirect: %q, %v", i, pid, err)
+		}
+	}
+	if moved.Load() < 3 || served.Load() < 3 {
+		t.Errorf("%d redirects and %d served for 3 reads (and the probe)", moved.Load(), served.Load())
+	}
+
+	elsewhere := serve(t, inner)
+	away := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere, http.StatusTemporaryRedirect)
+	}))
+	u = newUpstream(t, Options{URL: away, Protocol: mcp.Version})
+	_, err := readPID(context.Background(), u)
+	if err == nil || !strings.Contains(err.Error(), "refused a redirect") || !strings.Contains(err.Error(), strings.TrimPrefix(elsewhere, "http://")) {
+		t.Fatalf("read redirected to another origin: %v, want it refused", err)
+	}
+}

@@ -64,6 +64,11 @@ type Options struct {
 	Capabilities func(context.Context) mcp.Capabilities
 	// KeepAlive is the interval of keep-alives on a quiet subscription.
 	KeepAlive time.Duration
+	// Plans says Handler plans the reads it serves by their shape
+	// (mcp.Shape; the router does when its cache keeps answers): only then
+	// does the HTTP frontend remember requests by shape (shapes.go), which
+	// would otherwise cost a digest of each read for nothing.
+	Plans bool
 	Logger    *slog.Logger
 }
 

@@ -59,9 +59,7 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	buf := shapeBufs.Get().(*[]byte)
-	key, idStart, idEnd, isShaped := h.shapes.of(buf, r, body)
-	shapeBufs.Put(buf)
+	key, idStart, idEnd, isShaped := h.shapeOf(r, body)
 	if isShaped {
 		if req := h.shapes.get(key); req != nil {
 			h.d.Serve(r.Context(), body[idStart:idEnd:idEnd], serving(req, r.Header), &httpWriter{w: w, sseOK: wantSSE})
@@ -99,6 +97,17 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.d.Serve(r.Context(), msg.ID, req, &httpWriter{w: w, sseOK: wantSSE})
+}
+
+// shapeOf is shapes.of, when the dispatcher's handler plans reads by shape
+// (ok is false otherwise: nothing would be remembered by it).
+func (h *HTTP) shapeOf(r *http.Request, body []byte) (key shapeKey, idStart, idEnd int, ok bool) {
+	if !h.d.o.Plans {
+		return key, 0, 0, false
+	}
+	buf := shapeBufs.Get().(*[]byte)
+	defer shapeBufs.Put(buf)
+	return h.shapes.of(buf, r, body)
 }
 
 // checkPost checks the media types of a POST, answering a failure itself,

@@ -41,7 +41,7 @@ func readRequestBody(uri string) string {
 // Only what the router planned is remembered: a tool call's arguments
 // (a password, say) are not kept past their request.
 func TestShapesKeepOnlyPlannedRequests(t *testing.T) {
-	h := NewHTTP(NewDispatcher(Options{Handler: planning}), nil)
+	h := NewHTTP(NewDispatcher(Options{Handler: planning, Plans: true}), nil)
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"login","arguments":{"password":"hunter2"},` + meta + `}}`
 	serveShaped(t, h, modernHeaders("tools/call", "login"), call)
 	serveShaped(t, h, modernHeaders("resources/read", "x://a"), readRequestBody("x://a"))
@@ -61,7 +61,7 @@ func TestShapesKeepOnlyPlannedRequests(t *testing.T) {
 // vendor's context) makes a shape no request repeats: such requests are
 // not remembered, so they cannot crowd out the shapes that do repeat.
 func TestShapesSkipPerRequestHeaders(t *testing.T) {
-	h := NewHTTP(NewDispatcher(Options{Handler: planning}), nil)
+	h := NewHTTP(NewDispatcher(Options{Handler: planning, Plans: true}), nil)
 	for i, name := range []string{"X-Request-Id", "X-Correlation-Id", "X-Amzn-Trace-Id", "B3", "X-B3-Traceid", "Sentry-Trace", "Uber-Trace-Id", "X-Cloud-Trace-Context", "Traceparent"} {
 		hd := modernHeaders("resources/read", "x://a")
 		hd.Set(name, fmt.Sprint("v-", i))
@@ -78,7 +78,7 @@ func TestShapesSkipPerRequestHeaders(t *testing.T) {
 func TestShapeKeysHoldNoCredential(t *testing.T) {
 	hd := modernHeaders("resources/read", "x://a")
 	hd.Set("Authorization", "Bearer SUPER-SECRET-TOKEN-123")
-	h := NewHTTP(NewDispatcher(Options{Handler: planning}), nil)
+	h := NewHTTP(NewDispatcher(Options{Handler: planning, Plans: true}), nil)
 	serveShaped(t, h, hd, readRequestBody("x://a"))
 	for i := 0; i < 4; i++ { // the pool may hand out another buffer
 		b := shapeBufs.Get().(*[]byte)
@@ -100,7 +100,7 @@ func TestShapeKeysHoldNoCredential(t *testing.T) {
 	if key(h) != key(h) {
 		t.Fatal("one frontend tells one shape two ways")
 	}
-	if key(h) == key(NewHTTP(NewDispatcher(Options{Handler: planning}), nil)) {
+	if key(h) == key(NewHTTP(NewDispatcher(Options{Handler: planning, Plans: true}), nil)) {
 		t.Error("two frontends key one shape alike: the key is a plain digest of the shape")
 	}
 }
@@ -131,7 +131,7 @@ func TestShapeBufferGrownOnce(t *testing.T) {
 // A shape is bounded: a read whose body or headers pass 4 KiB is served
 // as any other but not remembered, however often it comes.
 func TestShapesSkipLargeRequests(t *testing.T) {
-	h := NewHTTP(NewDispatcher(Options{Handler: planning}), nil)
+	h := NewHTTP(NewDispatcher(Options{Handler: planning, Plans: true}), nil)
 	large := modernHeaders("resources/read", "x://a")
 	large.Set("X-Pad", strings.Repeat("p", maxShapeBytes))
 	padded := strings.Replace(readRequestBody("x://a"), `"uri"`, `"pad":"`+strings.Repeat("p", maxShapeBytes)+`","uri"`, 1)
@@ -145,5 +145,24 @@ func TestShapesSkipLargeRequests(t *testing.T) {
 	serveShaped(t, h, modernHeaders("resources/read", "x://a"), readRequestBody("x://a"))
 	if n := len(h.shapes.m); n != 1 {
 		t.Errorf("%d requests remembered after a small read, want 1", n)
+	}
+}
+
+// Without a handler that plans (no cache keeps answers), no read is given
+// a shape to plan in and nothing is remembered: the digest of each read
+// would be spent for nothing.
+func TestNoShapesWithoutPlans(t *testing.T) {
+	shaped := 0
+	h := NewHTTP(NewDispatcher(Options{Handler: router.HandlerFunc(func(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
+		if req.Shape != nil {
+			shaped++
+		}
+		return planning(ctx, req)
+	})}), nil)
+	for range 3 {
+		serveShaped(t, h, modernHeaders("resources/read", "x://a"), readRequestBody("x://a"))
+	}
+	if shaped != 0 || len(h.shapes.m) != 0 {
+		t.Errorf("%d reads handed a shape, %d remembered; want none without Plans", shaped, len(h.shapes.m))
 	}
 }

@@ -142,6 +142,7 @@ func (p *Process) newDispatcher(ns namespace.Namespace) *frontend.Dispatcher {
 		Hub:          p.hub,
 		Capabilities: rt.Capabilities,
 		KeepAlive:    cfg.Subscriptions.KeepAlive,
+		Plans:        p.cache.Keeps(),
 		Logger:       log,
 	})
 }
