@@ -68,8 +68,8 @@ type Options struct {
 	// (mcp.Shape; the router does when its cache keeps answers): only then
 	// does the HTTP frontend remember requests by shape (shapes.go), which
 	// would otherwise cost a digest of each read for nothing.
-	Plans bool
-	Logger    *slog.Logger
+	Plans  bool
+	Logger *slog.Logger
 }
 
 // Dispatcher is the transport-neutral part of every frontend.
