@@ -5,7 +5,8 @@
 // goroutine, and hands each request to the writer and each response from
 // the reader across channels: every exchange wakes three goroutines
 // several times. Here the caller writes the request into the connection's
-// buffer, sends it in one write, and reads the response from the
+// buffer (the bytes req.Write would, write.go), sends it in one write, and
+// reads the response from the
 // connection itself (http.ReadResponse, so every framing net/http knows is
 // read the same way). The connection goes back to the idle pool when its
 // body has been read to the end. A context that ends interrupts the
@@ -136,7 +137,7 @@ func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error)
 	ctx := req.Context()
 	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(aLongTimeAgo) })
 	before := c.sent
-	err := req.Write(c.bw)
+	err := writeRequest(c.bw, req)
 	if err == nil {
 		err = c.bw.Flush()
 	}
