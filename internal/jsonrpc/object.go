@@ -78,15 +78,28 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// skipString returns the index just past the string starting at b[i].
+// skipString returns the index just past the string starting at b[i]. It
+// looks for each quote with bytes.IndexByte (vector instructions) rather
+// than byte by byte: a resource's text is most of an answer, and each of
+// the byte-level passes skips it (2.8 µs of a 1 KiB read's hop, measured
+// in scripts/profile-hop). A quote ends the string unless an odd run of
+// backslashes stands before it, which is the byte-by-byte rule (each
+// backslash escapes the byte after it; FuzzSkipString).
 func skipString(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
+	for j := i + 1; j < len(b); {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			break
 		}
+		q := j + k
+		odd := false
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			odd = !odd
+		}
+		if !odd {
+			return q + 1
+		}
+		j = q + 1
 	}
 	return len(b)
 }

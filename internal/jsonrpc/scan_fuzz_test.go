@@ -73,3 +73,36 @@ func ascii(s string) bool {
 	}
 	return true
 }
+
+// skipStringByByte is skipString's rule written byte by byte, as it was:
+// a backslash escapes the byte after it, and the first quote not escaped
+// ends the string.
+func skipStringByByte(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// For any bytes, and each quote in them as a string's start, skipString
+// ends the string where the byte-by-byte rule does.
+func FuzzSkipString(f *testing.F) {
+	for _, s := range []string{`"plain"`, `"a\"b"`, `"a\\"b"`, `"\\\"\\"`, `"\`, `"abc`, `x"\n\\\\\"q"tail"`, `""`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for i := range b {
+			if b[i] != '"' {
+				continue
+			}
+			if got, want := skipString(b, i), skipStringByByte(b, i); got != want {
+				t.Fatalf("skipString(%q, %d) = %d, byte by byte %d", b, i, got, want)
+			}
+		}
+	})
+}

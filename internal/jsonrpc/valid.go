@@ -1,5 +1,7 @@
 package jsonrpc
 
+import "encoding/binary"
+
 // Valid reports whether b is one JSON value, exactly as encoding/json's
 // Valid judges it (RFC 8259, strings' bytes not checked as UTF-8, nesting
 // at most 10,000 deep), in one pass of plain loops: encoding/json's state
@@ -106,6 +108,9 @@ func validArray(b []byte, i, depth int) (int, bool) {
 // character, and only JSON's escapes.
 func validString(b []byte, i int) (int, bool) {
 	for i++; i < len(b); i++ {
+		if i = plainRun(b, i); i == len(b) {
+			break
+		}
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1, true
@@ -128,6 +133,28 @@ func validString(b []byte, i int) (int, bool) {
 		}
 	}
 	return i, false
+}
+
+// plainRun returns the index of the first byte from b[i] on that a string
+// cannot hold as it is (a quote, a backslash, a control character), or
+// len(b). It tests eight bytes at a time, with the bit tricks that find a
+// byte below n in a word (x-n·1 & ^x & 0x80·1, never missing one; a false
+// alarm only ends the fast loop early): a resource's text is most of an
+// answer, and validString's byte-by-byte loop was 1.8 µs of a 1 KiB read's
+// hop (scripts/profile-hop). FuzzValid holds the verdicts.
+func plainRun(b []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		q, bs := w^('"'*ones), w^('\\'*ones)
+		if ((w-0x20*ones)&^w|(q-ones)&^q|(bs-ones)&^bs)&highs != 0 {
+			break
+		}
+	}
+	for i < len(b) && b[i] >= 0x20 && b[i] != '"' && b[i] != '\\' {
+		i++
+	}
+	return i
 }
 
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'f' }

@@ -40,10 +40,15 @@ func TestValidNestingBound(t *testing.T) {
 }
 
 // A request and a 1 KiB answer, checked by Valid and by encoding/json.
+// textAnswer is a read's answer whose text is 1 KiB of prose, one escape
+// a line.
+var textAnswer = []byte(`{"jsonrpc":"2.0","id":17,"result":{"contents":[{"uri":"docs+test://docs/7","mimeType":"text/markdown","text":"` + strings.Repeat("Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod.\\n", 14) + `"}]}}`)
+
 func BenchmarkValid(b *testing.B) {
 	inputs := map[string][]byte{
 		"request": []byte(`{"jsonrpc":"2.0","id":17,"method":"resources/read","params":{"uri":"docs+test://docs/7","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`),
 		"answer":  []byte(`{"jsonrpc":"2.0","id":17,"result":{"resultType":"complete","ttlMs":60000,"cacheScope":"public","contents":[{"uri":"docs+test://docs/7","mimeType":"text/plain","text":"` + strings.Repeat("lorem ipsum \\\"dolor\\\" sit amet ", 30) + `"}]}}`),
+		"text":    textAnswer,
 	}
 	for name, in := range inputs {
 		b.Run(name+"/jsonrpc", func(b *testing.B) {
@@ -166,5 +171,29 @@ func BenchmarkIDSpan(b *testing.B) {
 		if _, _, ok := IDSpan(req); !ok {
 			b.Fatal("no id")
 		}
+	}
+}
+
+// Strings long enough for plainRun's eight-byte steps, with what ends a
+// plain run (a control character, a quote, a backslash escape, a bad
+// escape) at every offset of a word, and bytes of UTF-8 about them: the
+// verdict is encoding/json's.
+func TestValidLongStrings(t *testing.T) {
+	for _, odd := range []string{"\x01", "\x1f", "\x00", `\"`, `\\`, `\n`, `\u00e9`, `\x`, `"`, "é", "\x7f", "\xff", " "} {
+		for at := range 20 {
+			s := `"` + strings.Repeat("a", at) + odd + strings.Repeat("ß", 7) + `"`
+			if got, want := Valid([]byte(s)), json.Valid([]byte(s)); got != want {
+				t.Errorf("Valid(%q) = %v, encoding/json says %v", s, got, want)
+			}
+		}
+	}
+}
+
+// skipValue over an answer whose text is most of it: what each byte-level
+// pass (namespacing, decorating) spends to step over the text.
+func BenchmarkSkipValue(b *testing.B) {
+	b.SetBytes(int64(len(textAnswer)))
+	for b.Loop() {
+		skipValue(textAnswer, 0)
 	}
 }
