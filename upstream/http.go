@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"time"
@@ -298,7 +297,7 @@ func (c *httpConn) roundTrip(ctx context.Context, ex *exchange) (*reply, error) 
 		drain(resp.Body)
 		return nil, errSessionGone
 	}
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ct := mcp.MediaType(resp.Header.Get("Content-Type"))
 	switch {
 	case ct == "text/event-stream" && resp.StatusCode == http.StatusOK:
 		r.Message, err = c.readStream(ctx, resp.Body, ex)
@@ -498,7 +497,7 @@ func (c *httpConn) listen(ctx context.Context, ex *exchange, deliver func(*jsonr
 		return err
 	}
 	defer resp.Body.Close()
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ct := mcp.MediaType(resp.Header.Get("Content-Type"))
 	if ct != "text/event-stream" || resp.StatusCode != http.StatusOK {
 		if ct == "application/json" {
 			if m, err := c.readJSON(resp, ex); err == nil && m.Error != nil {

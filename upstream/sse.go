@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/sse"
 )
 
@@ -137,7 +137,7 @@ func (c *sseConn) get(ctx context.Context) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+	if ct := mcp.MediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()
 		return nil, &StatusError{Status: resp.StatusCode, Body: fmt.Sprintf("%s (Content-Type %q)", bytes.TrimSpace(b), resp.Header.Get("Content-Type"))}

@@ -3,6 +3,7 @@ package mcp
 import (
 	"encoding/base64"
 	"errors"
+	"mime"
 	"strings"
 )
 
@@ -13,6 +14,19 @@ const (
 	HeaderName            = "Mcp-Name"
 	HeaderSessionID       = "Mcp-Session-Id"
 )
+
+// MediaType is a Content-Type's media type without its parameters, lower
+// case; "" if it does not parse. The two types MCP's transports carry,
+// written as every SDK writes them, are answered without mime's parse,
+// which allocates a map for the parameters (a microsecond of each hop).
+func MediaType(v string) string {
+	switch v {
+	case "application/json", "text/event-stream":
+		return v
+	}
+	mt, _, _ := mime.ParseMediaType(v)
+	return mt
+}
 
 const (
 	sentinelPrefix = "=?base64?"

@@ -113,7 +113,7 @@ func (h *HTTP) shapeOf(r *http.Request, body []byte) (key shapeKey, idStart, idE
 // checkPost checks the media types of a POST, answering a failure itself,
 // and reports whether the caller accepts an event stream.
 func checkPost(w http.ResponseWriter, r *http.Request) (wantSSE, ok bool) {
-	if ct := r.Header.Get("Content-Type"); ct != "application/json" && mediaType(ct) != "application/json" {
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" && mcp.MediaType(ct) != "application/json" {
 		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Content-Type must be application/json"), http.StatusUnsupportedMediaType)
 		return false, false
 	}
@@ -292,11 +292,6 @@ func writeError(w http.ResponseWriter, id json.RawMessage, e *jsonrpc.Error, cod
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(body)
-}
-
-func mediaType(v string) string {
-	mt, _, _ := mime.ParseMediaType(v)
-	return mt
 }
 
 // accepts reports whether the Accept header admits JSON and SSE. A missing

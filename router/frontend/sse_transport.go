@@ -165,7 +165,7 @@ func (f *SSE) messages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the sessionId query parameter is required: it is in the endpoint event of GET %s", SSEStreamPath), http.StatusBadRequest)
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); mediaType(ct) != "application/json" {
+	if ct := r.Header.Get("Content-Type"); mcp.MediaType(ct) != "application/json" {
 		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Content-Type must be application/json"), http.StatusUnsupportedMediaType)
 		return
 	}
