@@ -18,7 +18,7 @@ const (
 // MediaType is a Content-Type's media type without its parameters, lower
 // case; "" if it does not parse. The two types MCP's transports carry,
 // written as every SDK writes them, are answered without mime's parse,
-// which allocates a map for the parameters (a microsecond of each hop).
+// which allocates a map for the parameters (about 0.6 µs of a hop).
 func MediaType(v string) string {
 	switch v {
 	case "application/json", "text/event-stream":

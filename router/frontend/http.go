@@ -113,7 +113,7 @@ func (h *HTTP) shapeOf(r *http.Request, body []byte) (key shapeKey, idStart, idE
 // checkPost checks the media types of a POST, answering a failure itself,
 // and reports whether the caller accepts an event stream.
 func checkPost(w http.ResponseWriter, r *http.Request) (wantSSE, ok bool) {
-	if ct := r.Header.Get("Content-Type"); ct != "application/json" && mcp.MediaType(ct) != "application/json" {
+	if mcp.MediaType(r.Header.Get("Content-Type")) != "application/json" {
 		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Content-Type must be application/json"), http.StatusUnsupportedMediaType)
 		return false, false
 	}
