@@ -552,3 +552,44 @@ func TestRedirects(t *testing.T) {
 		t.Fatalf("read redirected to another origin: %v, want it refused", err)
 	}
 }
+
+// A child that dies ends the watch of it with the child's exit, not a bare
+// "session gone": the watch and the supervisor learn of the death at the
+// same moment, and whichever is recorded first is the failing episode's
+// one line, which must say what happened to the process.
+func TestStdioWatchEndsWithTheExit(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := newUpstream(t, Options{Command: []string{exe, "-test.run=^$"}, Env: []string{childEnv + "=1"}})
+	ctx := context.Background()
+	first, err := readPID(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := u.session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := &exchange{msg: jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSubscriptions, Params: json.RawMessage(`{}`)}, version: s.Version, gen: s.gen}
+	ended := map[string]chan error{"listen": make(chan error, 1), "stream": make(chan error, 1)}
+	go func() { ended["listen"] <- u.conn.listen(ctx, listen, func(*jsonrpc.Message) {}) }()
+	go func() { ended["stream"] <- u.conn.stream(ctx, s, func() {}) }()
+	var pid int
+	fmt.Sscan(first, &pid)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	want := "process " + first + " exited (signal: killed)"
+	for name, ch := range ended {
+		select {
+		case err := <-ch:
+			if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, errSessionGone) {
+				t.Errorf("%s ended with %v; want a session gone naming %q", name, err, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s still open 10 s after its child was killed", name)
+		}
+	}
+}
