@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"time"
 )
 
 // body is a response's body: it gives the connection back to the pool
@@ -87,9 +86,10 @@ func (b *body) finish(ok bool, err error) {
 	}
 	b.done, b.err = true, err
 	b.mu.Unlock()
-	// A watch that fired moved the deadline: the connection is spent.
+	// A watch that fired moved the deadline: the connection is spent. One
+	// that did not fire never touched it (nothing else sets a deadline), so
+	// there is none to clear before the connection is pooled.
 	if b.stop() && ok && b.keep && b.c.br.Buffered() == 0 {
-		_ = b.c.nc.SetDeadline(time.Time{})
 		b.t.put(b.c)
 		return
 	}
