@@ -14,8 +14,11 @@ import (
 // members. It is one pass over the result's members, a splice into one new
 // buffer: the members it does not touch are copied as they came, never
 // decoded and encoded again. (The result already passed the wire layer's
-// validation with its message.)
-func (r *Router) decorate(res json.RawMessage, cacheable bool) (json.RawMessage, error) {
+// validation with its message.) The namespace's rewrite of the items a
+// result lists (a read's contents), if items names one, is made in the
+// same pass, as the list is copied: the bytes are those of decorate and
+// then namespace.Namespace.Result, with one buffer instead of two.
+func (r *Router) decorate(res json.RawMessage, cacheable bool, items itemsRewrite) (json.RawMessage, error) {
 	var buf [16]jsonrpc.MemberRange
 	members, err := jsonrpc.Members(res, buf[:0])
 	if err != nil {
@@ -59,7 +62,36 @@ func (r *Router) decorate(res json.RawMessage, cacheable bool) (json.RawMessage,
 	if private {
 		skip = append(skip, "cacheScope")
 	}
-	return appendMembersBut(out, true, members, skip...), nil
+	if items.list == "" {
+		return appendMembersBut(out, true, members, skip...), nil
+	}
+	return items.appendMembersBut(out, members, skip)
+}
+
+// itemsRewrite is the namespace's rewrite of the items of a listing result
+// (namespace.Namespace.Items), made by decorate as it copies the list; the
+// zero value makes none.
+type itemsRewrite struct{ list, field, prefix string }
+
+// appendMembersBut is the package's appendMembersBut, out holding a member
+// already, with the member named it.list rewritten as it is copied (there
+// is one at most: jsonrpc.Members keeps a repeated key once).
+func (it itemsRewrite) appendMembersBut(out []byte, members []jsonrpc.MemberRange, skip []string) ([]byte, error) {
+	for _, m := range members {
+		if keyIn(m.Key, skip) {
+			continue
+		}
+		out = append(append(append(out, ','), m.Key...), ':')
+		if !jsonrpc.KeyIs(m.Key, it.list) {
+			out = append(out, m.Value...)
+			continue
+		}
+		var err error
+		if out, err = jsonrpc.AppendPrefixedItems(out, m.Value, it.field, it.prefix); err != nil {
+			return nil, err
+		}
+	}
+	return append(out, '}'), nil
 }
 
 // appendMeta appends the result `_meta` meta with Manifold's serverInfo in

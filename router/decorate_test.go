@@ -1,12 +1,14 @@
 package router
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/namespace"
 )
 
 // decorateByMaps is decorate as the full decode and encode it replaces:
@@ -58,7 +60,7 @@ func FuzzDecorate(f *testing.F) {
 			return
 		}
 		want, err := decorateByMaps(in, cacheable)
-		got, gerr := r.decorate(in, cacheable)
+		got, gerr := r.decorate(in, cacheable, itemsRewrite{})
 		if (err == nil) != (gerr == nil) {
 			t.Fatalf("%s: reference error %v, byte-level error %v", in, err, gerr)
 		}
@@ -72,11 +74,49 @@ func FuzzDecorate(f *testing.F) {
 	})
 }
 
+// A read's result decorated and namespaced in one pass (decorate with the
+// namespace's items rewrite) is, byte for byte, the result decorated and
+// then namespaced (Namespace.Result), the two passes it replaces; the two
+// fail alike.
+func FuzzDecorateNamespaced(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"contents":[{"uri":"a","text":"b"}]}`, `{"contents":[ {"uri":"test://a","text":"b"} , {"text":"c","uri":"x:y","blob":""}],"ttlMs":5}`,
+		`{"contents":null}`, `{"contents":[]}`, `{"contents":{}}`, `{"contents":[{"text":"no uri"}]}`, `{"contents":[{"uri":1}]}`,
+		`{"contents":[{"uri":"a"}],"contents":[{"uri":"b"}]}`, `{"\u0063ontents":[{"\u0075ri":"e"}]}`, `{"_meta":{"k":1},"contents":[{"uri":"a","uri":"b"}]}`,
+		`{"resultType":"input_required","inputRequests":{}}`, `{"contents":[{"uri":"a"}],"cacheScope":"public","_meta":null}`, ` { "contents" : [ { "uri" : "s p" } ] } `,
+	} {
+		f.Add([]byte(s), true)
+		f.Add([]byte(s), false)
+	}
+	ns := namespace.Namespace{Prefix: true}
+	r := New(Options{Namespace: ns})
+	list, field, prefix, ok := ns.Items("up", mcp.MethodResourcesRead)
+	if !ok {
+		f.Fatal("no items rewrite for resources/read")
+	}
+	f.Fuzz(func(t *testing.T, in []byte, cacheable bool) {
+		if !json.Valid(in) {
+			return
+		}
+		want, err := r.decorate(in, cacheable, itemsRewrite{})
+		if err == nil {
+			want, err = ns.Result("up", mcp.MethodResourcesRead, want)
+		}
+		got, gerr := r.decorate(in, cacheable, itemsRewrite{list, field, prefix})
+		if (err == nil) != (gerr == nil) {
+			t.Fatalf("%s: two passes' error %v, one pass's %v", in, err, gerr)
+		}
+		if err == nil && !bytes.Equal(want, got) {
+			t.Fatalf("%s (cacheable %v):\ntwo passes %s\none pass   %s", in, cacheable, want, got)
+		}
+	})
+}
+
 // decorate allocates its output and nothing else.
 func TestDecorateAllocations(t *testing.T) {
 	r := New(Options{})
 	res := json.RawMessage(`{"contents":[{"uri":"test://a","text":"` + string(make([]byte, 0)) + `hello"}],"ttlMs":1000,"cacheScope":"public","_meta":{"k":"v"}}`)
-	if n := testing.AllocsPerRun(100, func() { _, _ = r.decorate(res, true) }); n > 1 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = r.decorate(res, true, itemsRewrite{}) }); n > 1 {
 		t.Errorf("decorate made %v allocations per result, want 1 (its output)", n)
 	}
 }

@@ -340,9 +340,6 @@ func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Reques
 		return nil, legalize(u.Name(), req.Method, uri, resp.Error)
 	}
 	res, err := r.shape(u, req, resp.Result)
-	if err == nil {
-		res, err = r.ns.Result(u.Name(), req.Method, res)
-	}
 	if err != nil {
 		return nil, &unavailableError{upstream: u.Name(), err: fmt.Errorf("malformed result: %w", err)}
 	}
@@ -406,26 +403,42 @@ func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' 
 
 const maxURILen = 8 << 10
 
-// shape makes an upstream's result what Manifold may send, in the
-// upstream's own names: a page of tools or prompts filtered, any other
-// answer that is not a list page decorated.
+// shape makes an upstream's result what Manifold may send, in the merged
+// view: a page of tools or prompts filtered, any other answer that is not
+// a list page decorated; names and URIs namespaced, in the decorating pass
+// where the namespace rewrites listed items (decorate), else after.
 func (r *Router) shape(u *upstream.Upstream, req *mcp.Request, res json.RawMessage) (json.RawMessage, error) {
 	m, _ := mcp.Lookup(req.Method)
 	switch {
 	case m.Route == mcp.RouteAll && m.ID == "name":
-		return r.shapeList(u, m, res)
+		res, err := r.shapeList(u, m, res)
+		if err != nil {
+			return nil, err
+		}
+		return r.ns.Result(u.Name(), req.Method, res)
 	case m.Route == mcp.RouteAll:
-		return res, nil
+		return r.ns.Result(u.Name(), req.Method, res)
 	case req.Unshared() && !bytes.Contains(res, metaCacheKey):
 		// A legacy caller's answer, which no cache shares: what decorate
 		// adds, its frontend would take away (legacyResult). One that
 		// names Manifold's cache marker is decorated, which drops it.
-		if obj, ok := jsonrpc.AsObject(res); ok {
-			return obj, nil
+		obj, ok := jsonrpc.AsObject(res)
+		if !ok {
+			return nil, errNotObject
 		}
-		return nil, errNotObject
+		return r.ns.Result(u.Name(), req.Method, obj)
 	}
-	return r.decorate(res, m.Cacheable)
+	list, field, prefix, fused := r.ns.Items(u.Name(), req.Method)
+	res, err := r.decorate(res, m.Cacheable, itemsRewrite{list, field, prefix})
+	switch {
+	case err != nil && fused:
+		return nil, fmt.Errorf("%s result: %w", req.Method, err)
+	case err != nil:
+		return nil, err
+	case fused:
+		return res, nil
+	}
+	return r.ns.Result(u.Name(), req.Method, res)
 }
 
 // errNotObject is an upstream's result that is not a JSON object, which

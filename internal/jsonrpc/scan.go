@@ -134,9 +134,26 @@ func PrefixItems(obj json.RawMessage, list, field, prefix string) (json.RawMessa
 	}
 	out := make([]byte, 0, len(obj)+len(obj)/8)
 	out = append(out, obj[:start]...)
+	out, err := AppendPrefixedItems(out, obj[start:end], field, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, obj[end:]...), nil
+}
+
+// AppendPrefixedItems appends arr, a JSON array, to out with prefix put in
+// front of the string member field of each element, as PrefixItems
+// rewrites its list: the elements joined by bare commas, every other byte
+// copied as it is. A null arr is appended as it is; anything else that is
+// not an array, or an element whose field is missing or not a string, is
+// an error.
+func AppendPrefixedItems(out []byte, arr json.RawMessage, field, prefix string) ([]byte, error) {
+	if t := bytes.TrimSpace(arr); bytes.Equal(t, null) {
+		return append(out, arr...), nil
+	}
 	out = append(out, '[')
 	first := true
-	err := EachElement(obj[start:end], func(e json.RawMessage) error {
+	err := EachElement(arr, func(e json.RawMessage) error {
 		if !first {
 			out = append(out, ',')
 		}
@@ -153,8 +170,7 @@ func PrefixItems(obj json.RawMessage, list, field, prefix string) (json.RawMessa
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, ']')
-	return append(out, obj[end:]...), nil
+	return append(out, ']'), nil
 }
 
 // FilterItems returns obj with only those elements of its array member

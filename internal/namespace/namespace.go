@@ -106,15 +106,33 @@ func (n Namespace) Result(upstream, method string, result json.RawMessage) (json
 // read's contents), in one pass over the bytes: a page of hundreds of
 // thousands of items costs one new buffer, not a map per item.
 func (n Namespace) items(upstream string, m *mcp.Method, result json.RawMessage) (json.RawMessage, error) {
-	prefix := upstream + Separator // upstream names need no JSON escaping
-	if m.ID == "name" {
-		prefix = upstream + NameSeparator
-	}
-	out, err := jsonrpc.PrefixItems(result, m.Items, m.ID, prefix)
+	out, err := jsonrpc.PrefixItems(result, m.Items, m.ID, itemsPrefix(upstream, m))
 	if err != nil {
 		return nil, fmt.Errorf("%s result: %w", m.Name, err)
 	}
 	return out, nil
+}
+
+// itemsPrefix is what goes in front of the identifying member of each item
+// of m's list from upstream. Upstream names need no JSON escaping.
+func itemsPrefix(upstream string, m *mcp.Method) string {
+	if m.ID == "name" {
+		return upstream + NameSeparator
+	}
+	return upstream + Separator
+}
+
+// Items is the rewrite Result makes of a result of method from upstream
+// that lists items (a read's contents among them), for a caller that
+// rewrites as it copies the result anyway: the array member, the member of
+// each item it rewrites, and the prefix put in front of it
+// (jsonrpc.AppendPrefixedItems). ok is false when Result makes none.
+func (n Namespace) Items(upstream, method string) (list, field, prefix string, ok bool) {
+	m, found := mcp.Lookup(method)
+	if !n.Prefix || !found || m.Items == "" {
+		return "", "", "", false
+	}
+	return m.Items, m.ID, itemsPrefix(upstream, m), true
 }
 
 // blocks follows path (object members; arrays are walked through) down to
