@@ -298,18 +298,31 @@ func runStdio(s *mcp.Server) int {
 // runBare serves, on addr, every POST with the bytes of the file named by
 // MANIFOLD_BARE_BODY, after reading the request: the least an HTTP JSON-RPC
 // server can do, the reference a cache hit is measured against
-// (scripts/bench-wrk).
+// (scripts/bench-wrk). With MANIFOLD_BARE_GUARDED=1 it keeps the bounds
+// Manifold's listener must keep (cmd/manifold/process: the read and idle
+// timeouts and the header bound of its http.Server at their defaults, and
+// a write deadline on each answer, as router/frontend sets): what a
+// server answering as cheaply as possible pays for not being held open by
+// a slow or silent client, the floor under a hit that no handler removes.
 func runBare(addr string) int {
 	body, err := os.ReadFile(os.Getenv("MANIFOLD_BARE_BODY"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	err = http.ListenAndServe(addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	guarded := os.Getenv("MANIFOLD_BARE_GUARDED") == "1"
+	srv := &http.Server{Addr: addr, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		if guarded {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(10 * time.Second))
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(body)
-	}))
+	})}
+	if guarded {
+		srv.ReadHeaderTimeout, srv.ReadTimeout, srv.IdleTimeout, srv.MaxHeaderBytes = 10*time.Second, 30*time.Second, 2*time.Minute, 64<<10
+	}
+	err = srv.ListenAndServe()
 	fmt.Fprintln(os.Stderr, err)
 	return 1
 }
