@@ -228,21 +228,9 @@ func TestRetries(t *testing.T) {
 // calls reach the new process; a call in flight when it dies fails as
 // unreachable.
 func TestStdioRestart(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := newUpstream(t, Options{Command: []string{exe, "-test.run=^$"}, Env: []string{childEnv + "=1"}})
+	u, first := stdioChild(t)
 	ctx := context.Background()
-	first, err := readPID(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pid int
-	fmt.Sscan(first, &pid)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	kill(t, first)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		second, err := readPID(ctx, u)
@@ -256,6 +244,31 @@ func TestStdioRestart(t *testing.T) {
 			t.Fatalf("no new process within 10s (last: %q, %v)", second, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stdioChild is an upstream whose server is this test binary as a go-sdk
+// stdio child (TestMain), read once: it returns the child's pid as its
+// test://pid read it.
+func stdioChild(t *testing.T) (*Upstream, string) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := newUpstream(t, Options{Command: []string{exe, "-test.run=^$"}, Env: []string{childEnv + "=1"}})
+	pid, err := readPID(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u, pid
+}
+
+// kill sends SIGKILL to the process of pid (as readPID reads it).
+func kill(t *testing.T, pid string) {
+	var n int
+	fmt.Sscan(pid, &n)
+	if err := syscall.Kill(n, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -558,16 +571,8 @@ func TestRedirects(t *testing.T) {
 // same moment, and whichever is recorded first is the failing episode's
 // one line, which must say what happened to the process.
 func TestStdioWatchEndsWithTheExit(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := newUpstream(t, Options{Command: []string{exe, "-test.run=^$"}, Env: []string{childEnv + "=1"}})
+	u, first := stdioChild(t)
 	ctx := context.Background()
-	first, err := readPID(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s, err := u.session(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -576,11 +581,7 @@ func TestStdioWatchEndsWithTheExit(t *testing.T) {
 	ended := map[string]chan error{"listen": make(chan error, 1), "stream": make(chan error, 1)}
 	go func() { ended["listen"] <- u.conn.listen(ctx, listen, func(*jsonrpc.Message) {}) }()
 	go func() { ended["stream"] <- u.conn.stream(ctx, s, func() {}) }()
-	var pid int
-	fmt.Sscan(first, &pid)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	kill(t, first)
 	want := "process " + first + " exited (signal: killed)"
 	for name, ch := range ended {
 		select {
