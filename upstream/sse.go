@@ -55,7 +55,14 @@ type sseStream struct {
 	pending map[string]*pendingCall
 	failed  bool          // the stream ended: no call may wait on it
 	exited  chan struct{} // closed once the stream has ended and calls failed
+	// end says how the stream ended; set before exited is closed. The
+	// supervisor and the watch of the stream learn of the end at the same
+	// moment, and either may be the failing episode's one logged line.
+	end error
 }
+
+// gone is the end of a session with s, once s has ended.
+func (s *sseStream) gone() error { return fmt.Errorf("%w: %w", errSessionGone, s.end) }
 
 // unknownLogEvery bounds the log of answers to no call.
 const unknownLogEvery = 10 * time.Second
@@ -81,9 +88,7 @@ func newSSEConn(o Options, log *slog.Logger, onMsg onMessage, h *health) (*sseCo
 		failed: func(_ uint64, err error) {
 			c.health.failure(fmt.Errorf("SSE stream did not open: %w", err))
 		},
-		lost: func(s *sseStream, _ time.Duration) {
-			c.health.failure(fmt.Errorf("SSE stream %d ended; reconnecting: %w", s.gen, errStreamClosed))
-		},
+		lost: func(s *sseStream, _ time.Duration) { c.health.failure(s.end) },
 		down: errStreamClosed,
 	}
 	c.sup.start()
@@ -115,9 +120,10 @@ func (c *sseConn) open(gen uint64) (*sseStream, error) {
 		c.log.Info("upstream SSE stream open", "generation", gen, "endpoint", endpoint)
 	}
 	go func() {
-		c.readLoop(s, rd)
+		cause := c.readLoop(s, rd)
 		cancel()
 		resp.Body.Close()
+		s.end = fmt.Errorf("SSE stream %d ended (%v); reconnecting: %w", s.gen, cause, errStreamClosed)
 		s.failPending()
 		close(s.exited)
 	}()
@@ -168,15 +174,16 @@ func (c *sseConn) endpoint(rd *sse.Reader) (string, error) {
 }
 
 // readLoop passes each message event on, until the stream ends or breaks
-// its bounds (an event over max_response_bytes ends it).
-func (c *sseConn) readLoop(s *sseStream, rd *sse.Reader) {
+// its bounds (an event over max_response_bytes ends it), and returns why
+// it stopped reading.
+func (c *sseConn) readLoop(s *sseStream, rd *sse.Reader) error {
 	for {
 		ev, err := rd.Next()
 		if err != nil {
 			if errors.Is(err, sse.ErrTooLarge) {
 				c.log.Warn("upstream SSE event larger than max_response_bytes; dropping the stream", "limit", c.o.MaxResponseBytes)
 			}
-			return
+			return err
 		}
 		if ev.Name != "" && ev.Name != "message" {
 			continue
@@ -344,6 +351,6 @@ func (c *sseConn) stream(ctx context.Context, s *session, opened func()) error {
 	case <-ctx.Done():
 		return nil
 	case <-st.exited:
-		return errSessionGone
+		return st.gone()
 	}
 }

@@ -594,3 +594,32 @@ func TestStdioWatchEndsWithTheExit(t *testing.T) {
 		}
 	}
 }
+
+// An HTTP+SSE stream that drops ends the watch of it with the stream's
+// end, as the supervisor reports it, not a bare "session gone": either
+// may be the failing episode's one logged line (as for a stdio child,
+// TestStdioWatchEndsWithTheExit).
+func TestSSEWatchEndsWithTheStream(t *testing.T) {
+	srv := httptest.NewServer(sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return sdkServer() }, nil))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	u := newUpstream(t, Options{URL: srv.URL, Wire: WireSSE})
+	ctx := context.Background()
+	if _, err := readPID(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	s, err := u.session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- u.conn.stream(ctx, s, func() {}) }()
+	srv.CloseClientConnections()
+	select {
+	case err := <-ended:
+		if want := fmt.Sprintf("SSE stream %d ended", s.gen); err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, errSessionGone) {
+			t.Errorf("the stream's watch ended with %v; want a session gone naming %q", err, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream's watch still open 10 s after the stream was cut")
+	}
+}
