@@ -5,6 +5,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/namespace"
 )
 
 // decorate gives an upstream's result what every result Manifold sends
@@ -18,7 +19,7 @@ import (
 // result lists (a read's contents), if items names one, is made in the
 // same pass, as the list is copied: the bytes are those of decorate and
 // then namespace.Namespace.Result, with one buffer instead of two.
-func (r *Router) decorate(res json.RawMessage, cacheable bool, items itemsRewrite) (json.RawMessage, error) {
+func (r *Router) decorate(res json.RawMessage, cacheable bool, items namespace.ItemsRewrite) (json.RawMessage, error) {
 	var buf [16]jsonrpc.MemberRange
 	members, err := jsonrpc.Members(res, buf[:0])
 	if err != nil {
@@ -62,32 +63,27 @@ func (r *Router) decorate(res json.RawMessage, cacheable bool, items itemsRewrit
 	if private {
 		skip = append(skip, "cacheScope")
 	}
-	if items.list == "" {
+	if items.List == "" {
 		return appendMembersBut(out, true, members, skip...), nil
 	}
-	return items.appendMembersBut(out, members, skip)
+	return appendMembersRewriting(out, members, skip, items)
 }
 
-// itemsRewrite is the namespace's rewrite of the items of a listing result
-// (namespace.Namespace.Items), made by decorate as it copies the list; the
-// zero value makes none.
-type itemsRewrite struct{ list, field, prefix string }
-
-// appendMembersBut is the package's appendMembersBut, out holding a member
-// already, with the member named it.list rewritten as it is copied (there
-// is one at most: jsonrpc.Members keeps a repeated key once).
-func (it itemsRewrite) appendMembersBut(out []byte, members []jsonrpc.MemberRange, skip []string) ([]byte, error) {
+// appendMembersRewriting is appendMembersBut, out holding a member already,
+// with the member named it.List rewritten as it is copied (there is one at
+// most: jsonrpc.Members keeps a repeated key once).
+func appendMembersRewriting(out []byte, members []jsonrpc.MemberRange, skip []string, it namespace.ItemsRewrite) ([]byte, error) {
 	for _, m := range members {
 		if keyIn(m.Key, skip) {
 			continue
 		}
 		out = append(append(append(out, ','), m.Key...), ':')
-		if !jsonrpc.KeyIs(m.Key, it.list) {
+		if !jsonrpc.KeyIs(m.Key, it.List) {
 			out = append(out, m.Value...)
 			continue
 		}
 		var err error
-		if out, err = jsonrpc.AppendPrefixedItems(out, m.Value, it.field, it.prefix); err != nil {
+		if out, err = jsonrpc.AppendPrefixedItems(out, m.Value, it.Field, it.Prefix); err != nil {
 			return nil, err
 		}
 	}

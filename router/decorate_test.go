@@ -60,7 +60,7 @@ func FuzzDecorate(f *testing.F) {
 			return
 		}
 		want, err := decorateByMaps(in, cacheable)
-		got, gerr := r.decorate(in, cacheable, itemsRewrite{})
+		got, gerr := r.decorate(in, cacheable, namespace.ItemsRewrite{})
 		if (err == nil) != (gerr == nil) {
 			t.Fatalf("%s: reference error %v, byte-level error %v", in, err, gerr)
 		}
@@ -90,7 +90,8 @@ func FuzzDecorateNamespaced(f *testing.F) {
 	}
 	ns := namespace.Namespace{Prefix: true}
 	r := New(Options{Namespace: ns})
-	list, field, prefix, ok := ns.Items("up", mcp.MethodResourcesRead)
+	read, _ := mcp.Lookup(mcp.MethodResourcesRead)
+	it, ok := ns.Items("up", read)
 	if !ok {
 		f.Fatal("no items rewrite for resources/read")
 	}
@@ -98,11 +99,11 @@ func FuzzDecorateNamespaced(f *testing.F) {
 		if !json.Valid(in) {
 			return
 		}
-		want, err := r.decorate(in, cacheable, itemsRewrite{})
+		want, err := r.decorate(in, cacheable, namespace.ItemsRewrite{})
 		if err == nil {
 			want, err = ns.Result("up", mcp.MethodResourcesRead, want)
 		}
-		got, gerr := r.decorate(in, cacheable, itemsRewrite{list, field, prefix})
+		got, gerr := r.decorate(in, cacheable, it)
 		if (err == nil) != (gerr == nil) {
 			t.Fatalf("%s: two passes' error %v, one pass's %v", in, err, gerr)
 		}
@@ -116,7 +117,7 @@ func FuzzDecorateNamespaced(f *testing.F) {
 func TestDecorateAllocations(t *testing.T) {
 	r := New(Options{})
 	res := json.RawMessage(`{"contents":[{"uri":"test://a","text":"` + string(make([]byte, 0)) + `hello"}],"ttlMs":1000,"cacheScope":"public","_meta":{"k":"v"}}`)
-	if n := testing.AllocsPerRun(100, func() { _, _ = r.decorate(res, true, itemsRewrite{}) }); n > 1 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = r.decorate(res, true, namespace.ItemsRewrite{}) }); n > 1 {
 		t.Errorf("decorate made %v allocations per result, want 1 (its output)", n)
 	}
 }

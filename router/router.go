@@ -409,34 +409,30 @@ const maxURILen = 8 << 10
 // where the namespace rewrites listed items (decorate), else after.
 func (r *Router) shape(u *upstream.Upstream, req *mcp.Request, res json.RawMessage) (json.RawMessage, error) {
 	m, _ := mcp.Lookup(req.Method)
+	var err error
 	switch {
 	case m.Route == mcp.RouteAll && m.ID == "name":
-		res, err := r.shapeList(u, m, res)
-		if err != nil {
-			return nil, err
-		}
-		return r.ns.Result(u.Name(), req.Method, res)
+		res, err = r.shapeList(u, m, res)
 	case m.Route == mcp.RouteAll:
-		return r.ns.Result(u.Name(), req.Method, res)
 	case req.Unshared() && !bytes.Contains(res, metaCacheKey):
 		// A legacy caller's answer, which no cache shares: what decorate
 		// adds, its frontend would take away (legacyResult). One that
 		// names Manifold's cache marker is decorated, which drops it.
-		obj, ok := jsonrpc.AsObject(res)
-		if !ok {
-			return nil, errNotObject
+		var ok bool
+		if res, ok = jsonrpc.AsObject(res); !ok {
+			err = errNotObject
 		}
-		return r.ns.Result(u.Name(), req.Method, obj)
+	default:
+		if it, fused := r.ns.Items(u.Name(), m); fused {
+			if res, err = r.decorate(res, m.Cacheable, it); err != nil {
+				return nil, namespace.ItemsError(m, err)
+			}
+			return res, nil
+		}
+		res, err = r.decorate(res, m.Cacheable, namespace.ItemsRewrite{})
 	}
-	list, field, prefix, fused := r.ns.Items(u.Name(), req.Method)
-	res, err := r.decorate(res, m.Cacheable, itemsRewrite{list, field, prefix})
-	switch {
-	case err != nil && fused:
-		return nil, fmt.Errorf("%s result: %w", req.Method, err)
-	case err != nil:
+	if err != nil {
 		return nil, err
-	case fused:
-		return res, nil
 	}
 	return r.ns.Result(u.Name(), req.Method, res)
 }

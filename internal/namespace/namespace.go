@@ -106,34 +106,37 @@ func (n Namespace) Result(upstream, method string, result json.RawMessage) (json
 // read's contents), in one pass over the bytes: a page of hundreds of
 // thousands of items costs one new buffer, not a map per item.
 func (n Namespace) items(upstream string, m *mcp.Method, result json.RawMessage) (json.RawMessage, error) {
-	out, err := jsonrpc.PrefixItems(result, m.Items, m.ID, itemsPrefix(upstream, m))
+	it, _ := n.Items(upstream, m)
+	out, err := jsonrpc.PrefixItems(result, it.List, it.Field, it.Prefix)
 	if err != nil {
-		return nil, fmt.Errorf("%s result: %w", m.Name, err)
+		return nil, ItemsError(m, err)
 	}
 	return out, nil
 }
 
-// itemsPrefix is what goes in front of the identifying member of each item
-// of m's list from upstream. Upstream names need no JSON escaping.
-func itemsPrefix(upstream string, m *mcp.Method) string {
-	if m.ID == "name" {
-		return upstream + NameSeparator
+// ItemsRewrite is the rewrite Result makes of a result that lists items
+// (a read's contents among them): the array member List, the member Field
+// of each item, and the Prefix put in front of it
+// (jsonrpc.AppendPrefixedItems). The zero value makes none.
+type ItemsRewrite struct{ List, Field, Prefix string }
+
+// Items is the ItemsRewrite Result makes of a result of m from upstream,
+// for a caller that rewrites as it copies the result anyway; ok is false
+// when Result makes none. Upstream names need no JSON escaping.
+func (n Namespace) Items(upstream string, m *mcp.Method) (it ItemsRewrite, ok bool) {
+	if !n.Prefix || m.Items == "" {
+		return it, false
 	}
-	return upstream + Separator
+	prefix := upstream + Separator
+	if m.ID == "name" {
+		prefix = upstream + NameSeparator
+	}
+	return ItemsRewrite{List: m.Items, Field: m.ID, Prefix: prefix}, true
 }
 
-// Items is the rewrite Result makes of a result of method from upstream
-// that lists items (a read's contents among them), for a caller that
-// rewrites as it copies the result anyway: the array member, the member of
-// each item it rewrites, and the prefix put in front of it
-// (jsonrpc.AppendPrefixedItems). ok is false when Result makes none.
-func (n Namespace) Items(upstream, method string) (list, field, prefix string, ok bool) {
-	m, found := mcp.Lookup(method)
-	if !n.Prefix || !found || m.Items == "" {
-		return "", "", "", false
-	}
-	return m.Items, m.ID, itemsPrefix(upstream, m), true
-}
+// ItemsError is err, an ItemsRewrite's failure on a result of m, as Result
+// reports it.
+func ItemsError(m *mcp.Method, err error) error { return fmt.Errorf("%s result: %w", m.Name, err) }
 
 // blocks follows path (object members; arrays are walked through) down to
 // content blocks and rewrites the URIs of their resource links and embedded
