@@ -61,9 +61,6 @@ type sseStream struct {
 	end error
 }
 
-// gone is the end of a session with s, once s has ended.
-func (s *sseStream) gone() error { return fmt.Errorf("%w: %w", errSessionGone, s.end) }
-
 // unknownLogEvery bounds the log of answers to no call.
 const unknownLogEvery = 10 * time.Second
 
@@ -351,6 +348,6 @@ func (c *sseConn) stream(ctx context.Context, s *session, opened func()) error {
 	case <-ctx.Done():
 		return nil
 	case <-st.exited:
-		return st.gone()
+		return sessionEnded(st.end)
 	}
 }

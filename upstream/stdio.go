@@ -103,12 +103,6 @@ func newStdioConn(o Options, log *slog.Logger, onMsg onMessage, h *health) (*std
 	return c, nil
 }
 
-// gone is the end of a session with p, once p has exited: the session is
-// gone, and the error says how the child ended. A watch learns of the death
-// at the moment the supervisor does, and either may be the failing
-// episode's one logged line.
-func (p *process) gone() error { return fmt.Errorf("%w: %w", errSessionGone, p.exit) }
-
 // exitError is a child's exit, which the supervisor answers with a restart.
 type exitError struct {
 	pid       int
@@ -475,7 +469,7 @@ func (c *stdioConn) listen(ctx context.Context, ex *exchange, deliver func(*json
 	case <-l.closed:
 		return errGracefulClose
 	case <-p.exited:
-		return p.gone()
+		return sessionEnded(p.exit)
 	}
 }
 
@@ -491,6 +485,6 @@ func (c *stdioConn) stream(ctx context.Context, s *session, opened func()) error
 	case <-ctx.Done():
 		return nil
 	case <-p.exited:
-		return p.gone()
+		return sessionEnded(p.exit)
 	}
 }

@@ -345,6 +345,13 @@ var (
 	errEraChanged  = errors.New("server changed protocol era")
 )
 
+// sessionEnded is errSessionGone for a session whose channel (a stdio
+// child, an HTTP+SSE stream) ended as end says, the error its supervisor
+// reports too: a watch of the channel learns of the end at the moment the
+// supervisor does, and either may be the failing episode's one logged
+// line, which must say what happened.
+func sessionEnded(end error) error { return fmt.Errorf("%w: %w", errSessionGone, end) }
+
 // timedExchange is exchange, observed: the health record and the Observe
 // hook learn of every exchange but those the caller abandoned, which say
 // nothing of the server.
