@@ -17,6 +17,10 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	mcpgoserver "github.com/mark3labs/mcp-go/server"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/manifold-mcp/manifold/cmd/manifold/process"
+	"github.com/manifold-mcp/manifold/internal/config"
+	"github.com/manifold-mcp/manifold/internal/sse"
 )
 
 // Upstream fixtures. Each one is a real MCP server from an independent
@@ -299,11 +303,11 @@ func runStdio(s *mcp.Server) int {
 // MANIFOLD_BARE_BODY, after reading the request: the least an HTTP JSON-RPC
 // server can do, the reference a cache hit is measured against
 // (scripts/bench-wrk). With MANIFOLD_BARE_GUARDED=1 it keeps the bounds
-// Manifold's listener must keep (cmd/manifold/process: the read and idle
-// timeouts and the header bound of its http.Server at their defaults, and
-// a write deadline on each answer, as router/frontend sets): what a
-// server answering as cheaply as possible pays for not being held open by
-// a slow or silent client, the floor under a hit that no handler removes.
+// Manifold's listener keeps (process.Bounded at the default read_timeout,
+// and a write deadline on each answer, as router/frontend sets one): what
+// a server answering as cheaply as possible pays for not being held open
+// by a slow or silent client, the floor under a hit that no handler
+// removes.
 func runBare(addr string) int {
 	body, err := os.ReadFile(os.Getenv("MANIFOLD_BARE_BODY"))
 	if err != nil {
@@ -311,17 +315,24 @@ func runBare(addr string) int {
 		return 1
 	}
 	guarded := os.Getenv("MANIFOLD_BARE_GUARDED") == "1"
-	srv := &http.Server{Addr: addr, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		if guarded {
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(10 * time.Second))
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(sse.WriteTimeout))
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(body)
-	})}
+	})
+	srv := &http.Server{Handler: h}
 	if guarded {
-		srv.ReadHeaderTimeout, srv.ReadTimeout, srv.IdleTimeout, srv.MaxHeaderBytes = 10*time.Second, 30*time.Second, 2*time.Minute, 64<<10
+		defaults, problems := config.Parse([]byte("upstreams: [{name: bare, url: \"http://127.0.0.1:1\"}]"), nil)
+		if problems != nil {
+			fmt.Fprintln(os.Stderr, problems)
+			return 1
+		}
+		srv = process.Bounded(h, defaults.ReadTimeout)
 	}
+	srv.Addr = addr
 	err = srv.ListenAndServe()
 	fmt.Fprintln(os.Stderr, err)
 	return 1

@@ -14,7 +14,6 @@ package process
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -156,22 +155,27 @@ func (p *Process) onEvent(name string, ev upstream.Event) {
 	}
 }
 
-// server bounds what a caller may hold: headers and body within
-// read_timeout (the deadline is cleared once the body is read, so streams
-// go on), idle connections, header size.
+// server is Bounded with the listeners' TLS and a log of their errors.
 func (p *Process) server(h http.Handler) *http.Server {
-	var tc *tls.Config
+	srv := Bounded(h, p.cfg.ReadTimeout)
 	if p.certs != nil {
-		tc = p.certs.Config()
+		srv.TLSConfig = p.certs.Config()
 	}
+	srv.ErrorLog = slog.NewLogLogger(p.log.Handler(), slog.LevelWarn)
+	return srv
+}
+
+// Bounded is the http.Server a listener of Manifold's serves h on, which
+// bounds what a caller may hold: headers and body within readTimeout
+// (read_timeout; the deadline is cleared once the body is read, so streams
+// go on), idle connections, header size.
+func Bounded(h http.Handler, readTimeout time.Duration) *http.Server {
 	return &http.Server{
-		TLSConfig:         tc,
 		Handler:           h,
-		ReadHeaderTimeout: min(10*time.Second, p.cfg.ReadTimeout),
-		ReadTimeout:       p.cfg.ReadTimeout,
+		ReadHeaderTimeout: min(10*time.Second, readTimeout),
+		ReadTimeout:       readTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
 }
 
