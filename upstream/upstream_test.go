@@ -598,7 +598,10 @@ func TestStdioWatchEndsWithTheExit(t *testing.T) {
 // An HTTP+SSE stream that drops ends the watch of it with the stream's
 // end, as the supervisor reports it, not a bare "session gone": either
 // may be the failing episode's one logged line (as for a stdio child,
-// TestStdioWatchEndsWithTheExit).
+// TestStdioWatchEndsWithTheExit). In sequence: the stream cut (the watch
+// names the end), a new stream (reads work again, on a new generation),
+// then the server gone (reads fail as unreachable, and the new stream's
+// watch names its own end).
 func TestSSEWatchEndsWithTheStream(t *testing.T) {
 	srv := httptest.NewServer(sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return sdkServer() }, nil))
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
@@ -607,19 +610,46 @@ func TestSSEWatchEndsWithTheStream(t *testing.T) {
 	if _, err := readPID(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	s, err := u.session(ctx)
+	first := watchSSEStream(t, u, srv.CloseClientConnections)
+	eventually(t, 10*time.Second, "a read on a new stream", func() bool { _, err := readPID(ctx, u); return err == nil })
+	second := watchSSEStream(t, u, func() {
+		// No new connection first: a stream reopened meanwhile would hold
+		// Close, which waits for the requests under way.
+		srv.Listener.Close()
+		srv.CloseClientConnections()
+	})
+	if second <= first {
+		t.Errorf("the stream after the cut is generation %d, the cut one %d", second, first)
+	}
+	if _, err := readPID(ctx, u); err == nil || !Unreachable(err) {
+		t.Errorf("a read with the server gone: %v, want it unreachable", err)
+	}
+}
+
+// watchSSEStream watches u's current stream, ends it with end, and checks
+// that the watch ended naming the stream's end; it returns the stream's
+// generation.
+func watchSSEStream(t *testing.T, u *Upstream, end func()) uint64 {
+	t.Helper()
+	s, err := u.session(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ended := make(chan error, 1)
-	go func() { ended <- u.conn.stream(ctx, s, func() {}) }()
-	srv.CloseClientConnections()
+	ended, watching := make(chan error, 1), make(chan struct{})
+	go func() { ended <- u.conn.stream(context.Background(), s, func() { close(watching) }) }()
+	select {
+	case <-watching:
+	case err := <-ended:
+		t.Fatalf("the stream of generation %d was not watched: %v", s.gen, err)
+	}
+	end()
 	select {
 	case err := <-ended:
 		if want := fmt.Sprintf("SSE stream %d ended", s.gen); err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, errSessionGone) {
 			t.Errorf("the stream's watch ended with %v; want a session gone naming %q", err, want)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the stream's watch still open 10 s after the stream was cut")
+		t.Fatal("the stream's watch still open 10 s after the stream was ended")
 	}
+	return s.gen
 }
