@@ -577,10 +577,33 @@ func TestStdioWatchEndsWithTheExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listen := &exchange{msg: jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSubscriptions, Params: json.RawMessage(`{}`)}, version: s.Version, gen: s.gen}
+	// A listen as the watch opens it (openListen): for the lists the
+	// server says it can report changes of, which it keeps open.
+	f, _ := u.filter(s)
+	p := jsonrpc.Object{}
+	if err := p.Set("notifications", f); err != nil {
+		t.Fatal(err)
+	}
+	params := u.params(ctx, s, &mcp.Request{Method: mcp.MethodSubscriptions, Params: p})
+	listen := &exchange{msg: jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSubscriptions, Params: params}, version: s.Version, gen: s.gen}
+	// The child is killed only once both watch it: the listen
+	// acknowledged, the stream opened.
 	ended := map[string]chan error{"listen": make(chan error, 1), "stream": make(chan error, 1)}
-	go func() { ended["listen"] <- u.conn.listen(ctx, listen, func(*jsonrpc.Message) {}) }()
-	go func() { ended["stream"] <- u.conn.stream(ctx, s, func() {}) }()
+	acked, opened := make(chan struct{}), make(chan struct{})
+	var ack sync.Once
+	go func() {
+		ended["listen"] <- u.conn.listen(ctx, listen, func(*jsonrpc.Message) { ack.Do(func() { close(acked) }) })
+	}()
+	go func() { ended["stream"] <- u.conn.stream(ctx, s, func() { close(opened) }) }()
+	for name, ready := range map[string]chan struct{}{"listen": acked, "stream": opened} {
+		select {
+		case <-ready:
+		case err := <-ended[name]:
+			t.Fatalf("the %s was not watching the child: %v", name, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the %s not watching the child after 10 s", name)
+		}
+	}
 	kill(t, first)
 	want := "process " + first + " exited (signal: killed)"
 	for name, ch := range ended {
