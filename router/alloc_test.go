@@ -95,9 +95,10 @@ func allocs(t *testing.T, r *Router, req func() *mcp.Request) float64 {
 
 // The structure of the hot paths, held without timing anything: a memory
 // hit, a pass-through tool call and a pass-through read each allocate a
-// bounded number of objects (the request's own parsing included, the upstream's HTTP
-// exchange for the call), so that a full decode and encode of the result,
-// or a layer that allocates per request, shows as a failure here.
+// bounded number of objects (the request's own parsing included, the
+// upstream's HTTP exchange for the pass-throughs), so that a full decode
+// and encode of the result, or a layer that allocates per request, shows
+// as a failure here.
 func TestHotPathAllocations(t *testing.T) {
 	hit := allocs(t, allocRouter(t, true), func() *mcp.Request { return request("resources/read", `{"uri":"up+test://doc"}`) })
 	shape := &mcp.Shape{} // the frontend's, shared by the requests of one shape
