@@ -73,13 +73,20 @@ func direct(raw string) bool {
 }
 
 // redirectSameOrigin follows a redirect only within the origin it started
-// from (sameOrigin).
+// from (sameOrigin), and a POST's only where it is repeated as it was (307,
+// 308): a 301, 302 or 303 may answer a POST that was served, and following
+// it would turn the call into a GET of the Location, on an MCP endpoint a
+// stream that is no answer to it. That redirect is then the answer, and
+// fails the call naming where it pointed (statusError).
 func redirectSameOrigin(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return errors.New("stopped after 10 redirects")
 	}
 	if first := via[0].URL; !sameOrigin(req.URL, first) {
 		return fmt.Errorf("refused a redirect from %s://%s to another origin, %s://%s", first.Scheme, first.Host, req.URL.Scheme, req.URL.Host)
+	}
+	if via[len(via)-1].Method == http.MethodPost && req.Method != http.MethodPost {
+		return http.ErrUseLastResponse
 	}
 	return nil
 }
@@ -204,16 +211,18 @@ func (c *httpConn) newPost(ctx context.Context, body []byte) (*http.Request, err
 
 // do is c.plain.Do(req) without the client's work for redirects (a copy
 // of the request's headers for each hop, and the rest: 2 µs of a hop's
-// 137, measured) unless one comes back: the redirect is then set aside
-// and the request sent through the client, which follows it
-// (redirectSameOrigin). A server that redirects a request has not served
-// it, so sending it twice is safe. Errors read as the client's do.
+// 137, measured) unless a 307 or 308 comes back: the redirect is then set
+// aside and the request sent through the client, which follows it
+// (redirectSameOrigin). Those two say the request was not served and is
+// to be repeated as it was, so sending it again is safe; any other answer,
+// a 301, 302 or 303 included, is the call's. Errors read as the client's
+// do.
 func (c *httpConn) do(req *http.Request) (*http.Response, error) {
 	resp, err := c.plain.Transport.RoundTrip(req)
 	if err != nil {
 		return nil, &url.Error{Op: "Post", URL: req.URL.Redacted(), Err: err}
 	}
-	if !redirect(resp) {
+	if !repeat(resp) {
 		return resp, nil
 	}
 	drain(resp.Body)
@@ -227,11 +236,11 @@ func (c *httpConn) do(req *http.Request) (*http.Response, error) {
 	return c.plain.Do(again)
 }
 
-// redirect says whether the client would follow resp elsewhere.
-func redirect(resp *http.Response) bool {
+// repeat says whether resp redirects its request to be sent again, as it
+// was, elsewhere.
+func repeat(resp *http.Response) bool {
 	switch resp.StatusCode {
-	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
-		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	case http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
 		return resp.Header.Get("Location") != ""
 	}
 	return false
@@ -475,6 +484,11 @@ func readLimited(r io.Reader, size, limit int64) ([]byte, error) {
 const maxReadBlock = 1 << 20
 
 func statusError(resp *http.Response, limit int64) error {
+	if loc, err := resp.Location(); resp.StatusCode/100 == 3 && err == nil {
+		// Where, not how: a query may hold what was meant for the server.
+		loc.User, loc.RawQuery, loc.Fragment = nil, "", ""
+		return &StatusError{Status: resp.StatusCode, Body: "redirected to " + snippet([]byte(loc.String())) + " (a call is sent again on 307 and 308 only)"}
+	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, min(limit, 512)))
 	return &StatusError{Status: resp.StatusCode, Body: snippet(b)}
 }

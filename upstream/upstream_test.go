@@ -566,6 +566,38 @@ func TestRedirects(t *testing.T) {
 	}
 }
 
+// A POST answered with 301, 302 or 303 may have been served (303 says it
+// was: "see the result there"), so it is never sent again: not to the same
+// URL, and not turned into a GET of the Location as a browser would, which
+// on an MCP endpoint opens a stream that is no answer to the call. Only 307
+// and 308, which say the request was not served and is to be repeated as
+// it was, are followed (TestRedirects). The call fails with the status and
+// where it pointed (its query left out), so the operator can move the
+// upstream's url.
+func TestRedirectedPostIsSentOnce(t *testing.T) {
+	inner := modern(sdkServer())
+	for _, status := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther} {
+		var reads atomic.Int32
+		base := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == mcp.MethodResourcesRead {
+				reads.Add(1)
+				http.Redirect(w, r, "/result?sig=secret", status)
+				return
+			}
+			inner.ServeHTTP(w, r)
+		}))
+		u := newUpstream(t, Options{URL: base, Protocol: mcp.Version})
+		_, err := readPID(context.Background(), u)
+		if n := reads.Load(); n != 1 {
+			t.Errorf("%d: the read was posted %d times, want once", status, n)
+		}
+		var se *StatusError
+		if !errors.As(err, &se) || se.Status != status || !strings.Contains(err.Error(), base+"/result") || strings.Contains(err.Error(), "secret") {
+			t.Errorf("%d: read answered %v, want the status and its Location without its query", status, err)
+		}
+	}
+}
+
 // A child that dies ends the watch of it with the child's exit, not a bare
 // "session gone": the watch and the supervisor learn of the death at the
 // same moment, and whichever is recorded first is the failing episode's
