@@ -37,6 +37,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,6 +110,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Host == "" {
 		closeBody(req)
 		return nil, errors.New("h1: no host in request URL")
+	}
+	if err := sendable(req); err != nil {
+		closeBody(req)
+		return nil, err
 	}
 	addr := hostPort(req)
 	for first := true; ; first = false {
@@ -196,6 +201,30 @@ func (t *Transport) readHeader(c *conn, req *http.Request) (*http.Response, erro
 		}
 	}
 }
+
+// sendable refuses, as net/http's Transport does before it dials, a
+// request whose method, header names or values it would not put on the
+// wire (a NUL or DEL in a value); writeRequest itself turns CR and LF into
+// spaces and drops bad names, as req.Write does, which suits a request the
+// transport has already accepted.
+func sendable(req *http.Request) error {
+	if m := req.Method; m != "" && strings.IndexFunc(m, isNotToken) >= 0 {
+		return fmt.Errorf("h1: invalid method %q", m)
+	}
+	for k, vv := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("h1: invalid header field name %q", k)
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return fmt.Errorf("h1: invalid header field value for %q", k)
+			}
+		}
+	}
+	return nil
+}
+
+func isNotToken(r rune) bool { return !httpguts.IsTokenRune(r) }
 
 // errNothingRead is a connection that ended before a byte of answer.
 var errNothingRead = errors.New("h1: the server closed the connection before answering")

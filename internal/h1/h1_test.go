@@ -727,3 +727,49 @@ func TestDropRecoverOutageRecover(t *testing.T) {
 		t.Fatalf("after the outage: %s", got)
 	}
 }
+
+// A request net/http's Transport refuses before sending (a header name or
+// value it would not put on the wire, a NUL or DEL in a value, a method
+// that is not a token) is refused here too, before a connection is dialed:
+// an operator's header or an authorization server's token with such a
+// byte fails the call rather than reaching the upstream.
+func TestInvalidRequestIsRefusedAsNetHTTPDoes(t *testing.T) {
+	srv, conns := counted(t, http.HandlerFunc(echo))
+	for _, c := range []struct {
+		name   string
+		method string
+		header http.Header
+	}{
+		{"NUL in a value", http.MethodPost, http.Header{"X-Token": {"a\x00b"}}},
+		{"DEL in a value", http.MethodPost, http.Header{"Authorization": {"Bearer a\x7fb"}}},
+		{"space in a name", http.MethodPost, http.Header{"X Token": {"a"}}},
+		{"method not a token", "PO ST", nil},
+	} {
+		build := func() *http.Request {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{}`))
+			req.Method = c.method
+			for k, v := range c.header {
+				req.Header[k] = v
+			}
+			return req
+		}
+		std := &http.Transport{}
+		_, stdErr := std.RoundTrip(build())
+		std.CloseIdleConnections()
+		tr := &h1.Transport{}
+		resp, err := tr.RoundTrip(build())
+		if resp != nil {
+			resp.Body.Close()
+		}
+		tr.CloseIdleConnections()
+		if stdErr == nil {
+			t.Fatalf("%s: net/http's Transport sent it; the case is wrong", c.name)
+		}
+		if err == nil {
+			t.Errorf("%s: sent, where net/http refuses it (%v)", c.name, stdErr)
+		}
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("%d connections opened for requests refused before sending", n)
+	}
+}
