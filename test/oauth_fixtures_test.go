@@ -36,6 +36,7 @@ type authServer struct {
 	exchanges int // authorization_code grants
 	refreshes int
 	seen      []string // the tokens the MCP server was called with, in order
+	legacyBy  []string // the users of the requests it got in a legacy era (no Mcp-Method)
 }
 
 type authCode struct {
@@ -139,6 +140,11 @@ func (a *authServer) protect(h http.Handler) http.Handler {
 			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="invalid_token", resource_metadata="%s/.well-known/oauth-protected-resource/mcp"`, a.URL))
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
+		}
+		if r.Header.Get("Mcp-Method") == "" {
+			a.mu.Lock()
+			a.legacyBy = append(a.legacyBy, user)
+			a.mu.Unlock()
 		}
 		r.Header.Set("X-Token-User", user)
 		h.ServeHTTP(w, r)

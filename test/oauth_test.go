@@ -393,6 +393,47 @@ func TestOAuthLegacyCaller(t *testing.T) {
 	}
 }
 
+// A server reached with each caller's own token is never spoken to in a
+// legacy era on the callers' behalf: a session of the caller's revision
+// (upstream/era.go) is one per revision, negotiated with whichever
+// caller's token came first and used for every caller after, so the
+// server would see one user's session carry another's calls. Two
+// 2025-11-25 callers that take no questions, each consented, each get
+// their own answer, and every request reaches the server in 2026-07-28,
+// which has no session, with its own caller's token.
+func TestOAuthCallersShareNoSession(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	p := oauthProxy(t, is, as, "")
+	users := map[string]string{"alice": "alice-at-crm", "bob": "bob-at-crm"}
+	tokens := map[string]string{}
+	for who, user := range users {
+		tokens[who] = is.mint("rsa-1", claims{"sub": who})
+		if got := authorize(t, p.URL, tokens[who], user); got != "you are "+user {
+			t.Fatalf("%s after consent: %q", who, got)
+		}
+	}
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"crm_whoami","arguments":{}}}`
+	for round := 0; round < 2; round++ {
+		for who, user := range users {
+			h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}
+			withToken(h, tokens[who])
+			init := post(t, p.URL, h, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+			h.Set("Mcp-Session-Id", init.Header.Get("Mcp-Session-Id"))
+			h.Set("MCP-Protocol-Version", "2025-11-25")
+			var res callResult
+			post(t, p.URL, h, call).result(t, &res)
+			if len(res.Content) != 1 || res.Content[0].Text != "you are "+user {
+				t.Fatalf("round %d, %s's 2025-11-25 call: %+v", round, who, res)
+			}
+		}
+	}
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if len(as.legacyBy) > 0 {
+		t.Errorf("the server got requests in a legacy era, as %v: a session negotiated as one caller serves all", as.legacyBy)
+	}
+}
+
 // A stopped Manifold leaves no connection to the Redis its OAuth clients
 // keep their tokens in (nor to any other): a process embedding it, or a
 // test suite starting many, would otherwise run out of them.

@@ -20,7 +20,11 @@ import (
 // roots): a server answering statelessly cannot ask a legacy session
 // anything, while a modern request can ask through input_required; the
 // session says it takes none either. Over HTTP only: on a stdio channel
-// there is one session, the modern one.
+// there is one session, the modern one. Never to a server reached with
+// each caller's own credential (Options.PerPrincipal): the legacy session
+// is one per revision, negotiated with the first caller's token and used
+// for every caller after, where a modern request has no session and goes
+// with its own caller's token alone.
 
 // callerSession returns the session req should go over: s, or the legacy
 // session of the caller's revision when the server speaks it and the
@@ -95,7 +99,7 @@ func (u *Upstream) speaksCallersEra(req *mcp.Request) bool {
 func (u *Upstream) speaksEra(s *session, req *mcp.Request) bool {
 	v := req.CallerVersion
 	return req.Unshared() && mcp.HasVersionHeader(v) && s.Modern && slices.Contains(s.Versions, v) &&
-		u.overHTTP() && !takesQuestions(req)
+		u.overHTTP() && !u.o.PerPrincipal && !takesQuestions(req)
 }
 
 // takesQuestions reports whether the caller declared a capability a
