@@ -54,8 +54,15 @@ func allocRouter(t *testing.T, withCache bool) *Router {
 // prefixed names and a cache of co's (bounded to 1 MiB entries and an
 // hour), none for nil.
 func testRouter(t *testing.T, url string, co *cache.Options) *Router {
+	return testRouterOf(t, upstream.Options{URL: url}, co)
+}
+
+// testRouterOf is testRouter with the upstream's options uo (its name, wire,
+// timeout, bound and logger set here).
+func testRouterOf(t *testing.T, uo upstream.Options, co *cache.Options) *Router {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	u, err := upstream.New(upstream.Options{Name: "up", URL: url, Wire: upstream.WireHTTP, Timeout: 5 * time.Second, MaxResponseBytes: 1 << 20, Logger: log})
+	uo.Name, uo.Wire, uo.Timeout, uo.MaxResponseBytes, uo.Logger = "up", upstream.WireHTTP, 5*time.Second, 1<<20, log
+	u, err := upstream.New(uo)
 	if err != nil {
 		t.Fatal(err)
 	}

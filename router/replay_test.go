@@ -1,14 +1,22 @@
 package router
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 	"weak"
 
+	"github.com/manifold-mcp/manifold/cache"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/oauth"
 	"github.com/manifold-mcp/manifold/upstream"
 )
 
@@ -73,5 +81,66 @@ func TestPlanKeepsNoOldSet(t *testing.T) {
 	runtime.KeepAlive(shape)
 	if _, err := r.Handle(context.Background(), shaped(shape)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// consentGate is an upstream's authorization as an OAuth client of mode
+// user makes it: until granted, every request needs the caller's consent.
+type consentGate struct {
+	rt      http.RoundTripper
+	granted *atomic.Bool
+}
+
+func (g consentGate) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !g.granted.Load() {
+		return nil, &oauth.ConsentRequired{Upstream: "up", URL: "https://as.example/authorize?state=s"}
+	}
+	return g.rt.RoundTrip(req)
+}
+
+// consentRead is a read of test://doc by a caller that can be asked to
+// open a URL, with extra params.
+func consentRead(shape *mcp.Shape, extra string) *mcp.Request {
+	raw := json.RawMessage(`{"uri":"up+test://doc"` + extra + `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"url":{}}}}}`)
+	p, _ := jsonrpc.ParseObject(raw)
+	meta, _ := p.Object("_meta")
+	delete(p, "_meta")
+	return &mcp.Request{Method: "resources/read", Params: p, Meta: meta, Raw: raw, Shape: shape}
+}
+
+// A consent's retry is checked each time it comes (sealed for this caller,
+// not expired, accepted by the user): its answer is never replayed from
+// memory by the shape of its bytes, which would serve it past the
+// consent's expiry. The request it resumes is not those bytes (the
+// consent's members are cut), so it has no shape of its own.
+func TestConsentRetryIsNotReplayed(t *testing.T) {
+	defer func(ttl time.Duration) { consentTTL = ttl }(consentTTL)
+	consentTTL = time.Second
+	var granted atomic.Bool
+	r := testRouterOf(t, upstream.Options{URL: plainUpstream(t), Authorize: func(rt http.RoundTripper) http.RoundTripper { return consentGate{rt, &granted} }},
+		&cache.Options{MemoryBytes: 8 << 20, CredentialHeaders: []string{"Authorization"}})
+	ctx := context.Background()
+	asked, err := r.Handle(ctx, consentRead(nil, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, _ := jsonrpc.Member(asked, "requestState")
+	if len(state) == 0 {
+		t.Fatalf("not asked to consent: %s", asked)
+	}
+	granted.Store(true)
+	retry := `,"requestState":` + string(state) + `,"inputResponses":{"manifold.authorize":{"action":"accept"}}`
+	shape := &mcp.Shape{}
+	for i := 0; i < 2; i++ {
+		res, err := r.Handle(ctx, consentRead(shape, retry))
+		if err != nil || !bytes.Contains(res, []byte(`"contents"`)) {
+			t.Fatalf("retry %d within the consent's time: %s, %v", i, res, err)
+		}
+	}
+	time.Sleep(consentTTL + 1100*time.Millisecond) // the expiry is in whole seconds
+	res, err := r.Handle(ctx, consentRead(shape, retry))
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rpcErr.Message, "expired") {
+		t.Errorf("the retry after the consent expired: %s, %v; want -32602, expired", res, err)
 	}
 }
