@@ -12,7 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -44,6 +46,31 @@ type authCode struct {
 }
 
 func newAuthServer(t *testing.T) *authServer {
+	return newAuthServerOf(t, func(*authServer) http.Handler { return modernHandler(whoamiServer()) })
+}
+
+// newSessionAuthServer is newAuthServer whose MCP server keeps 2025-11-25
+// sessions (a stateful go-sdk handler), each bound, as the go-sdk binds
+// them, to the user of the token that opened it: a request of another
+// user's token in it is refused 403.
+func newSessionAuthServer(t *testing.T) *authServer {
+	return newAuthServerOf(t, func(a *authServer) http.Handler {
+		verify := func(_ context.Context, tok string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			user, ok := a.access[tok]
+			if !ok {
+				return nil, sdkauth.ErrInvalidToken
+			}
+			return &sdkauth.TokenInfo{UserID: user, Expiration: time.Now().Add(time.Hour)}, nil
+		}
+		return sdkauth.RequireBearerToken(verify, nil)(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return whoamiServer() }, nil))
+	})
+}
+
+// newAuthServerOf is the authorization server in front of the MCP server
+// mcpServer makes.
+func newAuthServerOf(t *testing.T, mcpServer func(*authServer) http.Handler) *authServer {
 	a := &authServer{expiresIn: 3600, codes: map[string]authCode{}, access: map[string]string{}, refresh: map[string]string{}}
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
@@ -64,7 +91,7 @@ func newAuthServer(t *testing.T) *authServer {
 	})
 	mux.HandleFunc("GET /authorize", a.authorize)
 	mux.HandleFunc("POST /token", a.token)
-	mux.Handle("/mcp", a.protect(modernHandler(whoamiServer())))
+	mux.Handle("/mcp", a.protect(mcpServer(a)))
 	return a
 }
 

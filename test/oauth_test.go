@@ -434,6 +434,36 @@ func TestOAuthCallersShareNoSession(t *testing.T) {
 	}
 }
 
+// A server that keeps sessions, each bound to the user whose token opened
+// it (the go-sdk refuses another user's request in it, 403), is spoken to
+// in a session of each caller's own: every principal that consented is
+// answered as its own user, in turn and again, and no session the server
+// opened is used with two users' tokens.
+func TestOAuthSessionPerPrincipal(t *testing.T) {
+	iss, as := newIssuer(t), newSessionAuthServer(t)
+	p := oauthProxy(t, iss, as, "")
+	users := []struct{ who, user string }{{"alice", "alice-at-crm"}, {"bob", "bob-at-crm"}, {"carol", "carol-at-crm"}}
+	tokens := map[string]string{}
+	for _, u := range users {
+		tokens[u.who] = iss.mint("rsa-1", claims{"sub": u.who})
+		first := whoami(t, p.URL, tokens[u.who], "")
+		if first.link == "" {
+			t.Fatalf("%s not asked to consent: %+v", u.who, first)
+		}
+		consentAs(t, first.link, u.user)
+		if got := whoami(t, p.URL, tokens[u.who], first.retry()); got.text != "you are "+u.user {
+			t.Fatalf("%s after consent: %+v", u.who, got)
+		}
+	}
+	for round := 0; round < 3; round++ {
+		for _, u := range users {
+			if got := whoami(t, p.URL, tokens[u.who], ""); got.text != "you are "+u.user {
+				t.Fatalf("round %d, %s: %+v", round, u.who, got)
+			}
+		}
+	}
+}
+
 // A stopped Manifold leaves no connection to the Redis its OAuth clients
 // keep their tokens in (nor to any other): a process embedding it, or a
 // test suite starting many, would otherwise run out of them.

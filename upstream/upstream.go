@@ -32,6 +32,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
@@ -162,6 +163,7 @@ type Upstream struct {
 	sess       *session
 	known      *mcp.Capabilities   // the latest negotiation's, kept while the session is renewed
 	eras       map[string]*session // caller-era sessions, by revision (era.go)
+	own        map[string]*owned   // sessions of their own, by principal (own.go)
 	last       string              // the version of the latest negotiation
 	probe      singleflight.Group
 	ids        atomic.Int64
@@ -179,6 +181,11 @@ type session struct {
 	Info
 	id  string // Mcp-Session-Id of a legacy HTTP session
 	gen uint64 // the stdio process it belongs to
+	// owner is the principal (oauth.Principal) the session was opened as,
+	// toward a server reached with each caller's own credential (own.go),
+	// and how to act as it (to end the session with its token).
+	owner string
+	as    oauth.As
 }
 
 // New builds the client. Nothing is contacted until the first call; a stdio
@@ -305,6 +312,9 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 			return nil, err
 		}
 		s = u.callerSession(ctx, s, req)
+		if s, err = u.ownSession(ctx, s); err != nil {
+			return nil, err
+		}
 		u.w.calling(ctx)
 		msg, err := u.timedExchange(ctx, s, req)
 		// The era assumed no longer holds when a modern server says it does
@@ -317,7 +327,7 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 		}
 		if errors.Is(err, errSessionGone) || errors.Is(err, errEraChanged) || s.Modern && eraSuspect(err) && ctx.Err() == nil {
 			u.log.Info("upstream session no longer valid; negotiating again", "reason", err)
-			if !u.forgetEra(s) {
+			if !u.forgetEra(s) && !u.forgetOwn(s) {
 				u.forget(s)
 			}
 			if !errors.Is(err, errSessionGone) {
@@ -504,6 +514,9 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 				u.health.failure(err)
 			}
 			return nil, err
+		}
+		if u.o.PerPrincipal {
+			s.owner, s.as = oauth.Principal(pctx), oauth.CallerOf(pctx)
 		}
 		u.mu.Lock()
 		u.sess, u.known = s, &s.Capabilities
@@ -804,15 +817,28 @@ func (u *Upstream) StartWatching() {
 // endSession tells a legacy HTTP server, in the background, that a session
 // Manifold stopped using is over, so sessions are not left behind.
 func (u *Upstream) endSession(s *session) {
-	hc, ok := u.conn.(*httpConn)
-	if !ok || s.id == "" {
-		return
-	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = hc.deleteSession(ctx, s.id)
+		u.endSessionNow(ctx, s)
 	}()
+}
+
+// endSessionNow ends s at a legacy HTTP server (DELETE) within ctx, as the
+// principal that opened it toward a server reached per principal (only its
+// token may end it).
+func (u *Upstream) endSessionNow(ctx context.Context, s *session) {
+	hc, ok := u.conn.(*httpConn)
+	if ac, auto := u.conn.(*autoConn); auto {
+		hc, ok = ac.c().(*httpConn) // not over the HTTP+SSE fallback
+	}
+	if !ok || s.id == "" {
+		return
+	}
+	if s.as != nil {
+		ctx = s.as(ctx)
+	}
+	_ = hc.deleteSession(ctx, s.id)
 }
 
 // Retire closes the upstream once the calls under way have ended (a
@@ -844,13 +870,27 @@ func (u *Upstream) Close(ctx context.Context) error {
 	u.sess = nil
 	eras := u.eras
 	u.eras = nil
+	own := u.own
+	u.own = nil
 	u.mu.Unlock()
+	// Ended before Close returns, a few at a time: a server must not keep
+	// sessions no one will use, and a process stopping must not leave
+	// requests behind.
+	var ending errgroup.Group
+	ending.SetLimit(16)
 	for _, ls := range eras {
-		u.endSession(ls)
+		ending.Go(func() error { u.endSessionNow(ctx, ls); return nil })
 	}
+	for _, o := range own {
+		ending.Go(func() error { u.endSessionNow(ctx, o.s); return nil })
+	}
+	_ = ending.Wait()
 	sid := ""
 	if s != nil {
 		sid = s.id
+		if s.as != nil {
+			ctx = s.as(ctx) // its owner's token ends it
+		}
 	}
 	return u.conn.close(ctx, sid)
 }

@@ -89,12 +89,33 @@ func (c *Client) principalOf(ctx context.Context) (string, error) {
 	if c.o.Mode == ModeClientCredentials {
 		return "manifold", nil
 	}
-	p := auth.From(ctx)
-	if p == nil {
+	p := Principal(ctx)
+	if p == "" {
 		return "", errors.New("oauth mode user needs an authenticated caller")
 	}
+	return p, nil
+}
+
+// As puts a caller on a context: what a client of mode user needs to act
+// for that caller later, outside its request (to end a session it opened).
+type As func(context.Context) context.Context
+
+// CallerOf is the As of ctx's caller.
+func CallerOf(ctx context.Context) As {
+	p := auth.From(ctx)
+	return func(c context.Context) context.Context { return auth.WithPrincipal(c, p) }
+}
+
+// Principal names ctx's caller in keys, as a digest ("" for none): whose
+// tokens a client of mode user uses, and so whose sessions a server
+// reached with them keeps apart.
+func Principal(ctx context.Context) string {
+	p := auth.From(ctx)
+	if p == nil {
+		return ""
+	}
 	sum := sha256.Sum256([]byte(p.ID))
-	return hex.EncodeToString(sum[:16]), nil
+	return hex.EncodeToString(sum[:16])
 }
 
 // save seals v (as JSON) for principal under key.

@@ -1,0 +1,93 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/manifold-mcp/manifold/internal/auth"
+)
+
+// bearerOfCaller is an OAuth client of mode user as the upstream sees it:
+// each request goes with its caller's own token, "tok-" and the principal.
+type bearerOfCaller struct{ rt http.RoundTripper }
+
+func (b bearerOfCaller) RoundTrip(req *http.Request) (*http.Response, error) {
+	p := auth.From(req.Context())
+	if p == nil {
+		return nil, fmt.Errorf("no caller")
+	}
+	r := req.Clone(req.Context())
+	r.Header.Set("Authorization", "Bearer tok-"+p.ID)
+	return b.rt.RoundTrip(r)
+}
+
+func asPrincipal(id string) context.Context {
+	return auth.WithPrincipal(context.Background(), &auth.Principal{ID: id})
+}
+
+// A legacy server that binds each session to the user whose token opened
+// it (the go-sdk's bearer check: another user's request in it is 403) is
+// called by every principal in a session of its own. As many principals
+// as call are served, every one as itself; the sessions kept are bounded
+// (maxOwnSessions), the least recently used ended at the server (DELETE)
+// as others come, and its principal served again in a new one; memory
+// does not grow with the principals beyond the bound.
+func TestOwnSessionsAreBounded(t *testing.T) {
+	var deletes atomic.Int64
+	verify := func(_ context.Context, tok string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+		return &sdkauth.TokenInfo{UserID: strings.TrimPrefix(tok, "tok-"), Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	bound := sdkauth.RequireBearerToken(verify, nil)(legacy(sdkServer()))
+	base := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			deletes.Add(1)
+		}
+		bound.ServeHTTP(w, r)
+	}))
+	u := newUpstream(t, Options{URL: base, PerPrincipal: true, Authorize: func(rt http.RoundTripper) http.RoundTripper { return bearerOfCaller{rt} }})
+	read := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if _, err := readPID(asPrincipal(fmt.Sprintf("user-%d", i)), u); err != nil {
+				t.Fatalf("user-%d: %v", i, err)
+			}
+		}
+	}
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	read(0, 2*maxOwnSessions)
+	before := heap()
+	read(2*maxOwnSessions, 8*maxOwnSessions)
+	after := heap()
+	u.mu.Lock()
+	kept := len(u.own)
+	u.mu.Unlock()
+	if kept > maxOwnSessions {
+		t.Errorf("%d sessions kept for %d principals, bound %d", kept, 8*maxOwnSessions, maxOwnSessions)
+	}
+	ended := int64(8*maxOwnSessions - 1 - maxOwnSessions)
+	for deadline := time.Now().Add(10 * time.Second); deletes.Load() < ended && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := deletes.Load(); n < ended {
+		t.Errorf("%d sessions ended at the server, want %d: the rest are left open there", n, ended)
+	}
+	t.Logf("heap %d → %d bytes over %d more principals", before, after, 6*maxOwnSessions)
+	if after > before+2<<20 {
+		t.Errorf("heap grew %d bytes over %d more principals", after-before, 6*maxOwnSessions)
+	}
+	read(0, 1) // the first, its session ended long ago: served in a new one
+}
