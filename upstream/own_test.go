@@ -11,6 +11,7 @@ import (
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/manifold-mcp/manifold/internal/auth"
 )
@@ -90,4 +91,52 @@ func TestOwnSessionsAreBounded(t *testing.T) {
 		t.Errorf("heap grew %d bytes over %d more principals", after-before, 6*maxOwnSessions)
 	}
 	read(0, 1) // the first, its session ended long ago: served in a new one
+}
+
+// A fault sequence for sessions of their own: the server restarts and
+// forgets every session (each principal's next call opens another, the
+// negotiating one's and the others' alike), then is down (calls fail as
+// unreachable), then is back (each principal served as itself again).
+func TestOwnSessionsRestartOutageRecovery(t *testing.T) {
+	verify := func(_ context.Context, tok string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+		return &sdkauth.TokenInfo{UserID: strings.TrimPrefix(tok, "tok-"), Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	var servers []*sdk.Server
+	fresh := func() http.Handler {
+		srv := sdkServer()
+		servers = append(servers, srv)
+		return sdkauth.RequireBearerToken(verify, nil)(legacy(srv))
+	}
+	var current atomic.Pointer[http.Handler]
+	up := func(h http.Handler) { current.Store(&h) }
+	up(fresh())
+	t.Cleanup(func() { // what a restart would have ended
+		for _, srv := range servers {
+			for ss := range srv.Sessions() {
+				ss.Close()
+			}
+		}
+	})
+	base := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*current.Load()).ServeHTTP(w, r) }))
+	u := newUpstream(t, Options{URL: base, PerPrincipal: true, Authorize: func(rt http.RoundTripper) http.RoundTripper { return bearerOfCaller{rt} }})
+	users := []string{"alice", "bob", "carol"}
+	all := func(step string) {
+		t.Helper()
+		for _, who := range users {
+			if _, err := readPID(asPrincipal(who), u); err != nil {
+				t.Fatalf("%s, %s: %v", step, who, err)
+			}
+		}
+	}
+	all("first")
+	up(fresh()) // a restart: every session forgotten
+	all("after the restart")
+	up(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) }))
+	for _, who := range users {
+		if _, err := readPID(asPrincipal(who), u); err == nil || !Unreachable(err) {
+			t.Fatalf("during the outage, %s: %v, want unreachable", who, err)
+		}
+	}
+	up(fresh())
+	all("after the outage")
 }
