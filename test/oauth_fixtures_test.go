@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,6 +40,10 @@ type authServer struct {
 	refreshes int
 	seen      []string // the tokens the MCP server was called with, in order
 	legacyBy  []string // the users of the requests it got in a legacy era (no Mcp-Method)
+	// gate, when set, holds each request for the resource metadata until
+	// it is closed; held counts the requests that came.
+	gate chan struct{}
+	held atomic.Int32
 }
 
 type authCode struct {
@@ -77,6 +82,13 @@ func newAuthServerOf(t *testing.T, mcpServer func(*authServer) http.Handler) *au
 	t.Cleanup(srv.Close)
 	a.URL, a.MCP = srv.URL, srv.URL+"/mcp"
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, _ *http.Request) {
+		a.mu.Lock()
+		gate := a.gate
+		a.mu.Unlock()
+		if gate != nil {
+			a.held.Add(1)
+			<-gate
+		}
 		writeJSON(w, map[string]any{"resource": a.MCP, "authorization_servers": []string{a.URL}, "scopes_supported": []string{"crm:read"}})
 	})
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, _ *http.Request) {

@@ -464,6 +464,54 @@ func TestOAuthSessionPerPrincipal(t *testing.T) {
 	}
 }
 
+// A caller asked to consent is shown a link made for it alone, never the
+// one made for another caller whose call was under way at the same
+// moment: a link's authorization belongs to the principal it was made
+// for, so a user who followed another's would give that principal their
+// account. Alice's first call is held at the server's resource metadata;
+// Bob calls meanwhile; each is then shown its own link.
+func TestOAuthConsentLinkIsTheCallersOwn(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	p := oauthProxy(t, is, as, "")
+	gate := make(chan struct{})
+	as.mu.Lock()
+	as.gate = gate
+	as.mu.Unlock()
+	links := map[string]chan asked{"alice": make(chan asked, 1), "bob": make(chan asked, 1)}
+	call := func(who string) {
+		links[who] <- whoami(t, p.URL, is.mint("rsa-1", claims{"sub": who}), "")
+	}
+	waitHeld := func(n int32, within time.Duration) {
+		for deadline := time.Now().Add(within); as.held.Load() < n && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	go call("alice")
+	waitHeld(1, 10*time.Second)
+	go call("bob")
+	waitHeld(2, 2*time.Second) // Bob's own discovery, if it has one
+	time.Sleep(100 * time.Millisecond)
+	close(gate)
+	a, b := <-links["alice"], <-links["bob"]
+	if a.link == "" || b.link == "" {
+		t.Fatalf("not both asked to consent: alice %+v, bob %+v", a, b)
+	}
+	if a.link == b.link {
+		t.Fatalf("bob was shown alice's consent link: %s", b.link)
+	}
+	// Bob's link, followed, authorizes Bob, and Alice is still asked.
+	if status, page := consentAs(t, b.link, "bob-at-crm"); status != http.StatusOK {
+		t.Fatalf("bob's consent: the callback answered %d: %s", status, page)
+	}
+	bob := is.mint("rsa-1", claims{"sub": "bob"})
+	if got := whoami(t, p.URL, bob, b.retry()); got.text != "you are bob-at-crm" {
+		t.Errorf("bob after his consent: %+v", got)
+	}
+	if again := whoami(t, p.URL, is.mint("rsa-1", claims{"sub": "alice"}), ""); again.link == "" {
+		t.Errorf("alice was not asked again after bob consented: %+v", again)
+	}
+}
+
 // A stopped Manifold leaves no connection to the Redis its OAuth clients
 // keep their tokens in (nor to any other): a process embedding it, or a
 // test suite starting many, would otherwise run out of them.

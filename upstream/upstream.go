@@ -503,7 +503,15 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 	if s != nil && u.conn.alive(s.gen) {
 		return s, nil
 	}
-	ch := u.probe.DoChan("probe", func() (any, error) {
+	// One negotiation for every caller, but one per principal toward a
+	// server reached with each caller's own credential: there a failure
+	// is its principal's alone (a consent to give, with a link made for
+	// that principal, which no one else may be shown).
+	key := "probe"
+	if u.o.PerPrincipal {
+		key = "probe:" + oauth.Principal(ctx)
+	}
+	ch := u.probe.DoChan(key, func() (any, error) {
 		// Detached from the first caller's context: its cancellation must
 		// not fail the probe that other callers wait on.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.o.Timeout)
@@ -519,12 +527,18 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 			s.owner, s.as = oauth.Principal(pctx), oauth.CallerOf(pctx)
 		}
 		u.mu.Lock()
+		old := u.sess
 		u.sess, u.known = s, &s.Capabilities
 		if u.last != "" && u.last != s.Version {
 			u.eraChanges.Add(1)
 		}
 		u.last = s.Version
 		u.mu.Unlock()
+		if old != nil && old.owner != s.owner && old.id != "" && u.conn.alive(old.gen) {
+			// Another principal's negotiation, at the same time: its
+			// session stays that principal's own (own.go).
+			u.keepOwn(old.owner, old)
+		}
 		// Up only once the session is there: whoever sees Up finds its
 		// capabilities.
 		u.health.success()
