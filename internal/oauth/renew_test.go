@@ -82,3 +82,77 @@ func TestRefreshDropsOnlyWhatTheServerRefused(t *testing.T) {
 		t.Error("a refused refresh kept the grant")
 	}
 }
+
+// Two replicas share the token store; the server rotates refresh tokens
+// and refuses a spent one (OAuth 2.1 for public clients). Both replicas
+// hold alice's grant in memory when it falls due. The first refreshes; the
+// second, whose copy is now stale, takes the grant the first stored
+// rather than spend the old refresh token, and the grant survives: no
+// replica drops it, and alice is not asked to consent again. Then a
+// refresh refused for a token no one refreshed drops it, as before.
+func TestReplicasShareARotatedRefresh(t *testing.T) {
+	var mu sync.Mutex
+	current, n, refusals := "r1", 0, 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Form.Get("refresh_token") != current {
+			refusals++
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":"invalid_grant"}`)
+			return
+		}
+		n++
+		current = fmt.Sprintf("r%d", n+1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"access_token":"a%d","token_type":"Bearer","expires_in":3600,"refresh_token":%q}`, n+1, current)
+	}))
+	t.Cleanup(srv.Close)
+	store := NewMemoryStore()
+	replica := func() *Client {
+		return New(Options{Upstream: "crm", Resource: srv.URL + "/mcp", Mode: ModeUser, HTTP: srv.Client(), Store: store}, []byte("secret-0123456789"))
+	}
+	a, b := replica(), replica()
+	due := &grant{Access: "a1", Refresh: "r1", Expires: time.Now().Add(refreshAhead + 500*time.Millisecond), Resource: srv.URL + "/mcp", Token: srv.URL + "/token", Reg: registration{ClientID: "m", AuthMethod: "none"}}
+	if err := a.keep(context.Background(), "alice", due); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*Client{a, b} {
+		if g, err := c.current(context.Background(), "alice"); err != nil || g == nil {
+			t.Fatalf("loading the grant: %+v, %v", g, err)
+		}
+	}
+	time.Sleep(600 * time.Millisecond) // both now hold a grant due for a refresh
+	ga, err := a.current(context.Background(), "alice")
+	if err != nil || ga == nil || ga.Access != "a2" {
+		t.Fatalf("replica a's refresh: %+v, %v", ga, err)
+	}
+	gb, err := b.current(context.Background(), "alice") // its memory still holds a1, due
+	if err != nil || gb == nil || gb.Access != "a2" {
+		t.Fatalf("replica b after a refreshed: %+v, %v; want a's grant, a2", gb, err)
+	}
+	if refusals != 0 {
+		t.Errorf("%d refreshes refused: a spent refresh token was sent", refusals)
+	}
+	if g, _ := replica().current(context.Background(), "alice"); g == nil || g.Access != "a2" {
+		t.Errorf("the store holds %+v after both replicas; want a2", g)
+	}
+	// A refresh token the server no longer accepts, refused with nothing
+	// newer stored, still drops the grant.
+	mu.Lock()
+	current = "revoked"
+	mu.Unlock()
+	spent := *gb
+	spent.Expires = time.Now().Add(10 * time.Second)
+	if err := a.keep(context.Background(), "alice", &spent); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := a.current(context.Background(), "alice"); err != nil || g != nil {
+		t.Errorf("a refused refresh: %+v, %v; want the grant dropped", g, err)
+	}
+	if _, err := store.Get(context.Background(), a.grantKey("alice")); err == nil {
+		t.Error("the refused grant is still stored")
+	}
+}

@@ -105,18 +105,37 @@ func (c *Client) current(ctx context.Context, principal string) (*grant, error) 
 // a new grant. A refresh the server refuses drops the grant, and the user
 // is asked again; one that cannot be had (the server unreachable or
 // failing) keeps it, and the request fails. The refresh is shared by the
-// principal's concurrent requests, so none of them leaving ends it.
+// principal's concurrent requests, so none of them leaving ends it, and
+// the grant it makes is stored under the flight's own context.
+//
+// Another replica, or a request of this one's that saw stale earlier, may
+// have refreshed already: the store then holds a newer grant, and stale's
+// refresh token may be spent (servers rotate them, and may revoke the
+// whole grant when a spent one comes back). So the store is read first,
+// and a newer grant there is taken instead, refreshed only if it is due
+// itself; and a refusal drops the grant only if the store still holds the
+// one refused.
 func (c *Client) renew(ctx context.Context, principal string, stale *grant) (*grant, error) {
 	v, err, _ := c.refresh.Do(principal, func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTimeout)
 		defer cancel()
 		if c.o.Mode == ModeClientCredentials {
-			return c.clientCredentials(ctx)
+			g, err := c.clientCredentials(ctx)
+			return c.kept(ctx, principal, g, err)
+		}
+		if newer := c.newer(ctx, principal, stale); newer != nil {
+			if !newer.due(time.Now()) {
+				return c.kept(ctx, principal, newer, nil)
+			}
+			stale = newer
 		}
 		form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {stale.Refresh}, "resource": {stale.Resource}}
 		g, err := c.requestToken(ctx, stale.Token, stale.Reg, form)
 		var refused *refusedError
 		if errors.As(err, &refused) {
+			if newer := c.newer(ctx, principal, stale); newer != nil {
+				return c.kept(ctx, principal, newer, nil) // refreshed elsewhere meanwhile
+			}
 			c.log.Info("oauth: a refresh was refused; the user will be asked again", "err", err)
 			c.drop(ctx, principal)
 			return (*grant)(nil), nil
@@ -131,16 +150,31 @@ func (c *Client) renew(ctx context.Context, principal string, stale *grant) (*gr
 		if len(g.Scopes) == 0 {
 			g.Scopes = stale.Scopes
 		}
-		return g, nil
+		return c.kept(ctx, principal, g, nil)
 	})
 	if err != nil {
 		return nil, err
 	}
-	g := v.(*grant)
-	if g != nil {
-		if err := c.keep(ctx, principal, g); err != nil {
-			c.log.Warn("oauth: keeping a refreshed token failed", "err", err)
-		}
+	return v.(*grant), nil
+}
+
+// newer is the grant the store holds for principal when it is not stale
+// (another access token), nil otherwise.
+func (c *Client) newer(ctx context.Context, principal string, stale *grant) *grant {
+	var stored grant
+	if err := c.load(ctx, c.grantKey(principal), principal, &stored); err != nil || stored.Access == stale.Access {
+		return nil
+	}
+	return &stored
+}
+
+// kept keeps g (the flight's answer) here and in the store.
+func (c *Client) kept(ctx context.Context, principal string, g *grant, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	if err := c.keep(ctx, principal, g); err != nil {
+		c.log.Warn("oauth: keeping a refreshed token failed", "err", err)
 	}
 	return g, nil
 }
