@@ -85,6 +85,7 @@ type Hub struct {
 	subs    map[*Subscription]struct{}
 	byURI   map[string]map[string]map[*Subscription]struct{} // upstream → its URI → subscribers
 	held    int64                                            // the charges of the open subscriptions
+	shares  map[string]*share                                // what each principal holds (share.go)
 	closed  bool
 	drained chan struct{} // closed once closed and no subscription is left
 }
@@ -94,18 +95,19 @@ type Subscription struct {
 	// Honoured is the part of the requested filter Manifold delivers.
 	Honoured mcp.SubscriptionFilter
 
-	h      *Hub
-	charge int64               // what it may hold, counted against MaxBytes
-	claims map[string][]string // its caller's, for the upstreams' access rules
-	view   *upstream.View      // its endpoint's; nil: the main endpoint's
-	lists  []*mcp.ListChange   // the list changes it is told of
-	uris   map[string][]string // upstream → its own URIs watched
-	events chan Event
-	ended  chan struct{}
-	once   sync.Once
-	err    error // why it ended; written before ended is closed
-	closed sync.Once
-	gone   chan struct{} // closed by Close
+	h         *Hub
+	principal string              // its caller's principal ID; "" for one who did not authenticate
+	charge    int64               // what it may hold, counted against MaxBytes
+	claims    map[string][]string // its caller's, for the upstreams' access rules
+	view      *upstream.View      // its endpoint's; nil: the main endpoint's
+	lists     []*mcp.ListChange   // the list changes it is told of
+	uris      map[string][]string // upstream → its own URIs watched
+	events    chan Event
+	ended     chan struct{}
+	once      sync.Once
+	err       error // why it ended; written before ended is closed
+	closed    sync.Once
+	gone      chan struct{} // closed by Close
 }
 
 // New returns a Hub.
@@ -257,7 +259,7 @@ func (h *Hub) Subscribe(ctx context.Context, f mcp.SubscriptionFilter) (*Subscri
 	// rules hide are not watched, and their changes are not told.
 	claims, view := auth.ClaimsFrom(ctx), upstream.ViewOf(ctx)
 	set := h.o.Upstreams.Load().In(view).For(claims)
-	s := &Subscription{h: h, claims: claims, view: view, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{}), gone: make(chan struct{})}
+	s := &Subscription{h: h, principal: principalOf(ctx), claims: claims, view: view, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{}), gone: make(chan struct{})}
 	caps := h.capabilities(ctx, set)
 	s.honour(f, caps, set, h.o.Namespace)
 	pending, err := h.register(s, set)
@@ -347,9 +349,13 @@ func (h *Hub) register(s *Subscription, set *upstream.Set) (map[*upstream.Upstre
 	if err := h.checkWatched(s); err != nil {
 		return nil, err
 	}
+	if err := h.checkShare(s); err != nil {
+		return nil, err
+	}
 	pending := map[*upstream.Upstream]uint64{}
 	h.subs[s] = struct{}{}
 	h.held += s.charge
+	h.take(s)
 	for name, uris := range s.uris {
 		for _, inner := range uris {
 			if h.byURI[name] == nil {
@@ -412,6 +418,7 @@ func (h *Hub) unregister(s *Subscription) {
 	defer h.mu.Unlock()
 	if _, open := h.subs[s]; open {
 		h.held -= s.charge
+		h.giveBack(s)
 	}
 	delete(h.subs, s)
 	set := h.o.Upstreams.Load()

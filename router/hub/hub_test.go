@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/namespace"
 	"github.com/manifold-mcp/manifold/upstream"
@@ -370,5 +372,64 @@ func TestBoundUnderConcurrency(t *testing.T) {
 	}
 	if len(subs) != 5 {
 		t.Errorf("%d subscriptions past a bound of 5", len(subs))
+	}
+}
+
+// The bounds are shared by every caller, so no one principal may hold
+// more than a quarter of any of them: Alice, opening streams until she is
+// refused, and naming resources until she is refused, leaves Bob room to
+// subscribe, to new resources too. Callers who do not authenticate are
+// bounded only together.
+func TestPrincipalShare(t *testing.T) {
+	f := newFixture(t, Options{MaxStreams: 8, MaxURIs: 8, MaxWatched: 8})
+	as := func(who string) context.Context {
+		return auth.WithPrincipal(context.Background(), &auth.Principal{ID: who})
+	}
+	var alices []*Subscription
+	var refused error
+	for i := 0; i < 8 && refused == nil; i++ {
+		s, err := f.hub.Subscribe(as("alice"), mcp.SubscriptionFilter{ResourcesListChanged: true})
+		if err != nil {
+			refused = err
+			break
+		}
+		alices = append(alices, s)
+	}
+	if len(alices) != 2 || refused == nil || !strings.Contains(refused.Error(), "subscriptions.max_streams") {
+		t.Fatalf("alice opened %d of 8 streams (%v); want 2, a quarter, then refused naming the bound", len(alices), refused)
+	}
+	alices[1].Close()
+	uris := func(prefix string, n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("up+test://%s%d", prefix, i))
+		}
+		return out
+	}
+	if _, err := f.hub.Subscribe(as("alice"), mcp.SubscriptionFilter{ResourceSubscriptions: uris("a", 3)}); err == nil || !strings.Contains(err.Error(), "subscriptions.max_uris_per_upstream") {
+		t.Fatalf("alice naming 3 of up's 8 watched resources: %v; want refused, a quarter is 2", err)
+	}
+	s, err := f.hub.Subscribe(as("alice"), mcp.SubscriptionFilter{ResourceSubscriptions: uris("a", 2)})
+	if err != nil {
+		t.Fatalf("alice naming 2: %v", err)
+	}
+	defer s.Close()
+	for _, a := range alices[:1] {
+		defer a.Close()
+	}
+	bob, err := f.hub.Subscribe(as("bob"), mcp.SubscriptionFilter{ResourceSubscriptions: uris("b", 2)})
+	if err != nil {
+		t.Fatalf("bob, beside alice: %v", err)
+	}
+	bob.Close()
+	anon := 0
+	for i := 0; i < 4; i++ {
+		if s, err := f.hub.Subscribe(context.Background(), mcp.SubscriptionFilter{}); err == nil {
+			anon++
+			defer s.Close()
+		}
+	}
+	if anon != 4 {
+		t.Errorf("unauthenticated callers opened %d of 4 streams with room for 6", anon)
 	}
 }
