@@ -478,8 +478,9 @@ func TestOAuthConsentLinkIsTheCallersOwn(t *testing.T) {
 	as.gate = gate
 	as.mu.Unlock()
 	links := map[string]chan asked{"alice": make(chan asked, 1), "bob": make(chan asked, 1)}
+	tokens := map[string]string{"alice": is.mint("rsa-1", claims{"sub": "alice"}), "bob": is.mint("rsa-1", claims{"sub": "bob"})}
 	call := func(who string) {
-		links[who] <- whoami(t, p.URL, is.mint("rsa-1", claims{"sub": who}), "")
+		links[who] <- whoami(t, p.URL, tokens[who], "")
 	}
 	waitHeld := func(n int32, within time.Duration) {
 		for deadline := time.Now().Add(within); as.held.Load() < n && time.Now().Before(deadline); {
@@ -503,11 +504,10 @@ func TestOAuthConsentLinkIsTheCallersOwn(t *testing.T) {
 	if status, page := consentAs(t, b.link, "bob-at-crm"); status != http.StatusOK {
 		t.Fatalf("bob's consent: the callback answered %d: %s", status, page)
 	}
-	bob := is.mint("rsa-1", claims{"sub": "bob"})
-	if got := whoami(t, p.URL, bob, b.retry()); got.text != "you are bob-at-crm" {
+	if got := whoami(t, p.URL, tokens["bob"], b.retry()); got.text != "you are bob-at-crm" {
 		t.Errorf("bob after his consent: %+v", got)
 	}
-	if again := whoami(t, p.URL, is.mint("rsa-1", claims{"sub": "alice"}), ""); again.link == "" {
+	if again := whoami(t, p.URL, tokens["alice"], ""); again.link == "" {
 		t.Errorf("alice was not asked again after bob consented: %+v", again)
 	}
 }
