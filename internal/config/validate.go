@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/manifold-mcp/manifold/internal/auth"
+	"github.com/manifold-mcp/manifold/internal/loopback"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
@@ -639,19 +640,11 @@ func secureURLProblem(raw string) string {
 	case err != nil || u.Host == "":
 		return "must be an absolute URL"
 	case u.Scheme == "https":
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
+	case u.Scheme == "http" && loopback.Host(u.Hostname()):
 	default:
 		return "must be https (http only on a loopback host)"
 	}
 	return ""
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func (l RateLimit) validate(ps *problems, path string) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/loopback"
 	"github.com/manifold-mcp/manifold/internal/ratelimit"
 )
 
@@ -189,7 +190,7 @@ func refuse(status int, why func(*http.Request) string) Link {
 
 func hostAllowed(allowed []string, hostport string) bool {
 	host, port := splitHostPort(hostport)
-	if isLoopback(host) {
+	if loopback.Host(host) {
 		return true
 	}
 	for _, a := range allowed {
@@ -214,7 +215,7 @@ func originAllowed(allowed []string, origin string) bool {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
 	}
-	return isLoopback(u.Hostname())
+	return loopback.Host(u.Hostname())
 }
 
 func splitHostPort(hp string) (host, port string) {
@@ -222,12 +223,4 @@ func splitHostPort(hp string) (host, port string) {
 		return strings.Trim(h, "[]"), p
 	}
 	return strings.Trim(hp, "[]"), ""
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
