@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/manifold-mcp/manifold/internal/loopback"
 )
 
 // challenge is what a server's WWW-Authenticate: Bearer says.
@@ -125,6 +127,9 @@ func (c *Client) discover(ctx context.Context, ch challenge) (*discovery, error)
 	if len(prm.AuthorizationServers) == 0 {
 		return nil, fmt.Errorf("the protected resource metadata names no authorization server")
 	}
+	if err := secure("the authorization server", prm.AuthorizationServers[0]); err != nil {
+		return nil, err
+	}
 	as, err := c.serverMetadata(ctx, prm.AuthorizationServers[0])
 	if err != nil {
 		return nil, err
@@ -148,6 +153,9 @@ func (c *Client) resourceMetadata(ctx context.Context, ch challenge) (*resourceM
 	}
 	var candidates []string
 	if ch.ResourceMetadata != "" {
+		if err := secure("the challenge's resource_metadata", ch.ResourceMetadata); err != nil {
+			return nil, err
+		}
 		candidates = append(candidates, ch.ResourceMetadata)
 	}
 	base := u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource"
@@ -236,13 +244,43 @@ func (c *Client) legacyServer(ctx context.Context) (*serverMetadata, error) {
 	return &serverMetadata{Issuer: origin, AuthorizationEndpoint: origin + "/authorize", TokenEndpoint: origin + "/token", RegistrationEndpoint: origin + "/register"}, nil
 }
 
-// checkServer refuses metadata a client cannot work with.
+// checkServer refuses metadata a client cannot work with, or must not:
+// an endpoint that is not https (http only on a loopback host), where
+// codes, verifiers, secrets and tokens would travel in clear, or that is
+// no web URL at all (a javascript: link shown to the user).
 func checkServer(m *serverMetadata) error {
 	if m.TokenEndpoint == "" {
 		return fmt.Errorf("authorization server %s names no token endpoint", m.Issuer)
 	}
+	for _, e := range []struct{ name, url string }{
+		{"authorization_endpoint", m.AuthorizationEndpoint}, {"token_endpoint", m.TokenEndpoint}, {"registration_endpoint", m.RegistrationEndpoint},
+	} {
+		if e.url == "" {
+			continue
+		}
+		if err := secure("authorization server "+m.Issuer+"'s "+e.name, e.url); err != nil {
+			return err
+		}
+	}
 	if len(m.CodeChallengeMethodsSupported) > 0 && !slices.Contains(m.CodeChallengeMethodsSupported, "S256") {
 		return fmt.Errorf("authorization server %s does not support PKCE S256", m.Issuer)
+	}
+	return nil
+}
+
+// secure refuses raw, named what, unless it is an absolute https URL, or
+// http on a loopback host: the MCP authorization specification serves
+// every authorization server endpoint over https. It is checked before
+// anything is fetched from it.
+func secure(what, raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || u.Host == "":
+		return fmt.Errorf("%s %q is not https: not an absolute URL", what, raw)
+	case u.Scheme == "https":
+	case u.Scheme == "http" && loopback.Host(u.Hostname()):
+	default:
+		return fmt.Errorf("%s %q is not https (http only on a loopback host): not asking it for anything", what, raw)
 	}
 	return nil
 }

@@ -1,9 +1,15 @@
 package oauth
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestParseChallenge(t *testing.T) {
@@ -58,5 +64,49 @@ func TestCheckIssuer(t *testing.T) {
 		if err := checkIssuer(p, q); (err != nil) != c.bad {
 			t.Errorf("%q (advertised %v): %v", c.q, c.iss, err)
 		}
+	}
+}
+
+// Every URL discovery is given must be https, or http on a loopback host,
+// before anything is fetched from it or shown to a user: an upstream (or
+// whoever can alter its answers) that names a plain-http or internal
+// authorization server, or a javascript: authorization link, is refused.
+func TestDiscoveryRefusesInsecureURLs(t *testing.T) {
+	var named atomic.Value // the metadata the fixture serves
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m := named.Load().(map[string]string)
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/.well-known/oauth-protected-resource/mcp":
+			fmt.Fprintf(w, `{"resource":%q,"authorization_servers":[%q]}`, "http://"+r.Host+"/mcp", m["issuer"])
+		case "/.well-known/oauth-authorization-server":
+			fmt.Fprintf(w, `{"issuer":%q,"authorization_endpoint":%q,"token_endpoint":%q}`, m["issuer"], m["authorize"], m["token"])
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c := New(Options{Upstream: "crm", Resource: srv.URL + "/mcp", Mode: ModeUser, HTTP: srv.Client(), Store: NewMemoryStore()}, []byte("secret-0123456789"))
+	for _, tc := range []struct {
+		name string
+		ch   challenge
+		m    map[string]string
+	}{
+		{"a plain-http authorization server elsewhere", challenge{}, map[string]string{"issuer": "http://192.0.2.7", "authorize": srv.URL + "/authorize", "token": srv.URL + "/token"}},
+		{"a javascript: authorization link", challenge{}, map[string]string{"issuer": srv.URL, "authorize": "javascript:alert(1)", "token": srv.URL + "/token"}},
+		{"a plain-http token endpoint elsewhere", challenge{}, map[string]string{"issuer": srv.URL, "authorize": srv.URL + "/authorize", "token": "http://192.0.2.7/token"}},
+		{"plain-http resource metadata elsewhere", challenge{ResourceMetadata: "http://192.0.2.7/.well-known/oauth-protected-resource"}, map[string]string{"issuer": srv.URL, "authorize": srv.URL + "/authorize", "token": srv.URL + "/token"}},
+	} {
+		named.Store(tc.m)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		d, err := c.discover(ctx, tc.ch)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "not https") {
+			t.Errorf("%s: %+v, %v; want refused as not https, before any fetch", tc.name, d, err)
+		}
+	}
+	named.Store(map[string]string{"issuer": srv.URL, "authorize": srv.URL + "/authorize", "token": srv.URL + "/token"})
+	if _, err := c.discover(context.Background(), challenge{}); err != nil {
+		t.Errorf("a loopback http authorization server: %v", err)
 	}
 }
