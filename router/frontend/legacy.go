@@ -3,13 +3,14 @@ package frontend
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -707,9 +708,13 @@ func legacyEvent(ev hub.Event) []byte {
 }
 
 // askBook matches a legacy caller's answers to the questions Manifold put
-// to it.
+// to it. A question's id carries a prefix drawn at random for this process:
+// replicas share a session, an answer reaches whichever replica the caller
+// posts it to, and one replica's question must never be answered with the
+// answer to another's, asked in the same moment.
 type askBook struct {
 	mu      sync.Mutex
+	prefix  string
 	next    uint64
 	waiting map[string]chan *jsonrpc.Message // by session id and request id
 }
@@ -719,9 +724,10 @@ func (b *askBook) open(sessionID string) (json.RawMessage, <-chan *jsonrpc.Messa
 	defer b.mu.Unlock()
 	if b.waiting == nil {
 		b.waiting = map[string]chan *jsonrpc.Message{}
+		b.prefix = "manifold-" + rand.Text()[:12] + "-"
 	}
 	b.next++
-	id := jsonrpc.Quote(fmt.Sprintf("manifold-%d", b.next))
+	id := jsonrpc.Quote(b.prefix + strconv.FormatUint(b.next, 10))
 	key := sessionID + "\x00" + string(id)
 	ch := make(chan *jsonrpc.Message, 1)
 	b.waiting[key] = ch
