@@ -36,11 +36,11 @@ func (r *Router) read(ctx context.Context, set *upstream.Set, req *mcp.Request) 
 	// Without namespaces: the upstream that lists the URI, else those whose
 	// templates match, else each in turn until one has it.
 	var lastErr error
-	routes := r.routesOf(set)
-	for _, name := range routes.candidates(set.Names(), uri) {
+	routes, seen := r.routesOf(set), set.Names()
+	for _, name := range routes.candidates(seen, uri) {
 		res, err := r.readFrom(ctx, set.Get(name), req, uri, uri)
 		if err == nil {
-			routes.served(uri, name)
+			routes.served(uri, name, seen)
 			return res, nil
 		}
 		switch {

@@ -260,14 +260,18 @@ func (t *routes) unlisted(upstream, list, name string) bool {
 	return t.whole[list][upstream] && !slices.Contains(t.names[list][name], upstream)
 }
 
-// served records that upstream answered a read of uri: a resource found
-// away from its recorded owner has moved, and the new place owns it.
-func (t *routes) served(uri, upstream string) {
+// served records that upstream answered a read of uri by a caller who
+// sees the upstreams seen: a resource found away from its recorded owner,
+// which that caller could see, has moved, and the new place owns it.
+func (t *routes) served(uri, upstream string, seen []string) {
 	t.mu.RLock()
 	owner, ok := t.uris[uri]
 	t.mu.RUnlock()
-	if !ok || owner == upstream {
-		return // every read lands here: no write lock for it
+	if !ok || owner == upstream || !slices.Contains(seen, owner) {
+		// Every read lands here: no write lock for it. And an owner the
+		// reader could not see (its endpoint or access rules hide it) is
+		// still the owner for everyone else.
+		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -690,3 +690,34 @@ endpoints:
 		t.Errorf("the page shows\n %v\nwant %v", rows, want)
 	}
 }
+
+// Without namespaces, the upstream first in the configuration that lists
+// a URI answers its reads. A caller who cannot see that upstream (an
+// endpoint without it) is answered by the next that has the URI, and that
+// changes nothing for the others: the route is shared by every caller, so
+// a restricted caller's read must not move it.
+func TestRestrictedReadMovesNoRoute(t *testing.T) {
+	server := func(name string) *mcp.Server {
+		s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, nil)
+		s.AddResource(&mcp.Resource{URI: "file:///shared", Name: "shared"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "file:///shared", Text: "from " + name}}}, nil
+		})
+		return s
+	}
+	a, b := serveHTTP(t, modernHandler(server("a"))), serveHTTP(t, modernHandler(server("b")))
+	p := startProxy(t, "namespace: none\ncache: {memory: {max_bytes: 0}}\nupstreams:"+httpUpstreamYAML("a", a.URL)+httpUpstreamYAML("b", b.URL)+`
+endpoints:
+  - path: /mcp/b
+    upstreams: [b]
+`)
+	listAllAs(t, p.URL, "resources/list", "")
+	if got := readText(t, p.URL, "file:///shared"); got != "from a" {
+		t.Fatalf("read at /mcp: %q, want a's, first in the configuration", got)
+	}
+	if got := readText(t, origin(p)+"/mcp/b", "file:///shared"); got != "from b" {
+		t.Fatalf("read at /mcp/b: %q, want b's, the only one it holds", got)
+	}
+	if got := readText(t, p.URL, "file:///shared"); got != "from a" {
+		t.Errorf("read at /mcp after /mcp/b's: %q, want a's still", got)
+	}
+}
