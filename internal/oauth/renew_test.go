@@ -156,3 +156,24 @@ func TestReplicasShareARotatedRefresh(t *testing.T) {
 		t.Error("the refused grant is still stored")
 	}
 }
+
+// A token's lifetime as the server states it, however large, gives an
+// expiry ahead, not one wrapped into the past (which would have the token
+// refreshed, or the user asked again, on every request); it is held to a
+// year, after which the token is refreshed anyway.
+func TestHugeExpiresInIsAhead(t *testing.T) {
+	c, g := renewFixture(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"access_token":"forever","token_type":"Bearer","expires_in":1e12,"refresh_token":"r2"}`)
+	})
+	got, err := c.renew(context.Background(), "alice", g)
+	if err != nil || got == nil {
+		t.Fatalf("refresh: %+v, %v", got, err)
+	}
+	if !got.Expires.After(time.Now().Add(300*24*time.Hour)) || got.Expires.After(time.Now().Add(367*24*time.Hour)) {
+		t.Errorf("expires_in 1e12 s gave an expiry at %v; want about a year ahead", got.Expires)
+	}
+	if again, _ := c.current(context.Background(), "alice"); again == nil || again.Access != "forever" {
+		t.Errorf("the next request's grant: %+v, want the same token, not refreshed again", again)
+	}
+}

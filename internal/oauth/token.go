@@ -37,6 +37,9 @@ const (
 	refreshTimeout = 30 * time.Second
 )
 
+// maxLifetime bounds the lifetime a token endpoint states (expires_in).
+const maxLifetime = 365 * 24 * time.Hour
+
 // refusedError is a token endpoint's refusal (RFC 6749 §5.2), as opposed
 // to a failure to reach it.
 type refusedError struct{ err error }
@@ -214,7 +217,9 @@ func (c *Client) requestToken(ctx context.Context, endpoint string, reg registra
 	}
 	g := &grant{Access: t.AccessToken, Refresh: t.RefreshToken, Scopes: strings.Fields(t.Scope), Token: endpoint, Reg: reg}
 	if t.ExpiresIn > 0 {
-		g.Expires = time.Now().Add(time.Duration(t.ExpiresIn * float64(time.Second)))
+		// Held to a year: a larger figure would overflow a Duration into
+		// the past, and a token is refreshed within a year anyway.
+		g.Expires = time.Now().Add(time.Duration(min(t.ExpiresIn, maxLifetime.Seconds()) * float64(time.Second)))
 	}
 	return g, nil
 }
