@@ -36,7 +36,7 @@ func (c *Client) register(ctx context.Context, as *serverMetadata) (registration
 	case as.RegistrationEndpoint == "":
 		return registration{}, fmt.Errorf("authorization server %s offers no dynamic registration, and no client_id is configured", as.Issuer)
 	}
-	key := "reg:" + c.digest + ":" + as.Issuer
+	key := c.registrationKey(as.Issuer)
 	var reg registration
 	if err := c.load(ctx, key, "", &reg); err == nil {
 		return reg, nil
@@ -49,6 +49,23 @@ func (c *Client) register(ctx context.Context, as *serverMetadata) (registration
 		c.log.Warn("oauth: keeping a registration failed; the next one registers again", "err", err)
 	}
 	return reg, nil
+}
+
+// registrationKey is where the dynamic registration with issuer is kept.
+func (c *Client) registrationKey(issuer string) string { return "reg:" + c.digest + ":" + issuer }
+
+// forgetDeadClient forgets the dynamic registration reg when the token
+// endpoint answered code invalid_client (RFC 6749 §5.2: the server does not
+// know the client, or no longer): the next consent registers again, on
+// every replica, instead of sending users to a dead client id until the
+// kept registration expires. A configured client id is the operator's to
+// mend, and is not registered dynamically.
+func (c *Client) forgetDeadClient(ctx context.Context, reg registration, code string) {
+	if code != "invalid_client" || c.o.ClientID != "" || reg.ClientID == c.o.MetadataURL {
+		return
+	}
+	c.log.Warn("oauth: the authorization server no longer knows Manifold's registration; the next consent registers again", "issuer", reg.Issuer)
+	_ = c.o.Store.Delete(ctx, c.registrationKey(reg.Issuer))
 }
 
 // registrationTTL is how long a dynamic registration is kept.

@@ -198,6 +198,11 @@ func (c *Client) requestToken(ctx context.Context, endpoint string, reg registra
 	if resp.StatusCode != http.StatusOK {
 		err := fmt.Errorf("token request: HTTP %d: %s", resp.StatusCode, redact(strings.TrimSpace(string(body))))
 		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized {
+			var e struct {
+				Error string `json:"error"`
+			}
+			_ = json.Unmarshal(body, &e)
+			c.forgetDeadClient(ctx, reg, e.Error)
 			return nil, &refusedError{err} // RFC 6749 §5.2: the grant or the client is not accepted
 		}
 		return nil, err
