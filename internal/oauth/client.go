@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -198,12 +197,4 @@ func union(a, b []string) []string {
 		}
 	}
 	return out
-}
-
-// redact keeps the part of a token-bearing text that names no token.
-func redact(s string) string {
-	if i := strings.Index(s, "access_token"); i >= 0 {
-		return s[:i] + "…"
-	}
-	return s
 }

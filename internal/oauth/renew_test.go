@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,5 +177,30 @@ func TestHugeExpiresInIsAhead(t *testing.T) {
 	}
 	if again, _ := c.current(context.Background(), "alice"); again == nil || again.Access != "forever" {
 		t.Errorf("the next request's grant: %+v, want the same token, not refreshed again", again)
+	}
+}
+
+// A token endpoint's refusal is told (and logged) by what RFC 6749 §5.2
+// says it holds, its error and description, never by its body whole: a
+// server that echoes the refresh token it refused, or sends a token
+// beside its error, has neither written to the log.
+func TestRefusalKeepsNoToken(t *testing.T) {
+	for _, body := range []string{
+		`{"refresh_token":"rt-secret","error":"invalid_grant","error_description":"expired"}`,
+		`{"error":"invalid_grant","access_token":"at-secret"}`,
+		`refresh_token=rt-secret&error=invalid_grant`,
+	} {
+		c, g := renewFixture(t, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, body)
+		})
+		_, err := c.requestToken(context.Background(), g.Token, g.Reg, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {g.Refresh}})
+		if err == nil || strings.Contains(err.Error(), "secret") {
+			t.Errorf("refusal %s: %v; want an error without the token", body, err)
+		}
+		if strings.HasPrefix(body, "{") && !strings.Contains(err.Error(), "invalid_grant") {
+			t.Errorf("refusal %s: %v; want the error named", body, err)
+		}
 	}
 }

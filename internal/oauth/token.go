@@ -196,12 +196,9 @@ func (c *Client) requestToken(ctx context.Context, endpoint string, reg registra
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxMetadataBytes))
 	if resp.StatusCode != http.StatusOK {
-		err := fmt.Errorf("token request: HTTP %d: %s", resp.StatusCode, redact(strings.TrimSpace(string(body))))
+		e := tokenError(body)
+		err := fmt.Errorf("token request: HTTP %d: %s", resp.StatusCode, e)
 		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized {
-			var e struct {
-				Error string `json:"error"`
-			}
-			_ = json.Unmarshal(body, &e)
 			c.forgetDeadClient(ctx, reg, e.Error)
 			return nil, &refusedError{err} // RFC 6749 §5.2: the grant or the client is not accepted
 		}
@@ -227,6 +224,33 @@ func (c *Client) requestToken(ctx context.Context, endpoint string, reg registra
 		g.Expires = time.Now().Add(time.Duration(min(t.ExpiresIn, maxLifetime.Seconds()) * float64(time.Second)))
 	}
 	return g, nil
+}
+
+// refusal is a token endpoint's error answer, as RFC 6749 §5.2 has it.
+type refusal struct {
+	Error       string `json:"error"`
+	Description string `json:"error_description"`
+}
+
+// tokenError reads an error answer for what it may say: its error and
+// description (bounded), never the rest of the body, which may echo a
+// token.
+func tokenError(body []byte) refusal {
+	var e refusal
+	if json.Unmarshal(body, &e) != nil {
+		return refusal{Error: fmt.Sprintf("(an answer of %d bytes, not JSON)", len(body))}
+	}
+	if len(e.Description) > 200 {
+		e.Description = e.Description[:200] + "…"
+	}
+	return e
+}
+
+func (e refusal) String() string {
+	if e.Description == "" {
+		return e.Error
+	}
+	return e.Error + ": " + e.Description
 }
 
 // tokenRequest builds the token request, with the client authentication
