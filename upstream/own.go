@@ -13,43 +13,48 @@ import (
 // legacy sessions binds each to the user whose token opened it and refuses
 // another user's request in it (the go-sdk answers 403 "session user
 // mismatch"), as the specification's security guidance asks. So each
-// principal's calls go in a session that principal opened: the one
-// negotiated first, for the principal it was negotiated as, or one
-// initialized for the principal on its first call, with its token. At most
-// maxOwnSessions are kept; the least recently used is ended (DELETE) to
-// make room, and its principal opens another on its next call. A modern
-// server has no session, and a legacy one that gave no session id keeps
-// nothing to bind: both are spoken to as before.
+// principal's calls go in a session that principal opened: the negotiated
+// one for the principal it was negotiated as, else one initialized for the
+// principal on its first call, with its token. Every one of them is kept
+// here, by principal. At most maxOwnSessions are kept idle: to make room,
+// the least recently used with no call in it is ended (DELETE, with its
+// principal's token), and its principal opens another on its next call; a
+// session is never ended under a call. A modern server has no session,
+// and a legacy one that gave no session id keeps nothing to bind: both are
+// spoken to as before. An HTTP+SSE server's one stream is not split per
+// principal.
 
-// maxOwnSessions bounds the sessions kept for principals other than the
-// negotiating one: as many principals as call, which callers control.
+// maxOwnSessions bounds the idle sessions kept for principals: as many
+// principals as call, which callers control.
 const maxOwnSessions = 256
 
-// owned is a principal's session and when it was last used.
+// endingTime bounds how long Close waits for the sessions it ends.
+const endingTime = 5 * time.Second
+
+// owned is a principal's session, when it was last used, and the calls in
+// it now; retired, it is ended once they are over.
 type owned struct {
-	s    *session
-	used time.Time
+	s       *session
+	used    time.Time
+	calls   int
+	retired bool
 }
 
-// ownSession returns the session ctx's caller calls in: s, unless s is a
-// legacy session (it has an id) of a server reached per principal, opened
-// as another principal.
-func (u *Upstream) ownSession(ctx context.Context, s *session) (*session, error) {
+// perPrincipal reports whether s is one to keep per principal: a legacy session
+// (it has an id) of a server reached per principal.
+func perPrincipal(s *session) bool { return s.owner != "" && !s.Modern && s.id != "" }
+
+// ownSession returns the session ctx's caller calls in, and what to call
+// when the call is over: s itself, unless s is a legacy session of a
+// server reached per principal, where it is the caller's own.
+func (u *Upstream) ownSession(ctx context.Context, s *session) (*session, func(), error) {
 	if !u.o.PerPrincipal || s.Modern || s.id == "" {
-		return s, nil
+		return s, func() {}, nil
 	}
 	key := oauth.Principal(ctx)
-	if key == s.owner {
-		return s, nil
+	if release, ps := u.useOwn(key, nil); ps != nil {
+		return ps, release, nil
 	}
-	u.mu.Lock()
-	o := u.own[key]
-	if o != nil && u.conn.alive(o.s.gen) {
-		o.used = time.Now()
-		u.mu.Unlock()
-		return o.s, nil
-	}
-	u.mu.Unlock()
 	ch := u.probe.DoChan("own:"+key, func() (any, error) {
 		// Detached as the negotiation is: the principal's other calls wait
 		// on it too. The context keeps the caller, whose token opens it.
@@ -66,30 +71,69 @@ func (u *Upstream) ownSession(ctx context.Context, s *session) (*session, error)
 	select {
 	case r := <-ch:
 		if r.Err != nil {
-			return nil, fmt.Errorf("upstream %s: a session of the caller's own: %w", u.o.Name, r.Err)
+			return nil, nil, fmt.Errorf("upstream %s: a session of the caller's own: %w", u.o.Name, r.Err)
 		}
-		return r.Val.(*session), nil
+		ps := r.Val.(*session)
+		release, _ := u.useOwn(key, ps)
+		return ps, release, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("upstream %s: waiting for a session of the caller's own: %w", u.o.Name, ctx.Err())
+		return nil, nil, fmt.Errorf("upstream %s: waiting for a session of the caller's own: %w", u.o.Name, ctx.Err())
 	}
 }
 
-// keepOwn keeps s as key's session, ending the least recently used one
-// when maxOwnSessions are kept, and any session key had before.
+// useOwn counts a call in key's live session (want, if not nil: that one)
+// and returns it with the function that ends the count; nil if there is
+// none. A session the server no longer holds is still returned: the call
+// finds out, and forgets it.
+func (u *Upstream) useOwn(key string, want *session) (func(), *session) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	o := u.own[key]
+	if o == nil || (want != nil && o.s != want) || !u.conn.alive(o.s.gen) {
+		if want != nil {
+			return func() {}, want // kept no more (ended at Close): its call still runs
+		}
+		return nil, nil
+	}
+	o.calls++
+	o.used = time.Now()
+	return func() {
+		u.mu.Lock()
+		o.calls--
+		o.used = time.Now()
+		end := o.retired && o.calls == 0
+		u.mu.Unlock()
+		if end {
+			u.endSession(o.s)
+		}
+	}, o.s
+}
+
+// keepOwn keeps s as key's session. Any session key had before is ended,
+// once no call is in it; to keep at most maxOwnSessions idle, the least
+// recently used of those with no call in it is ended too.
 func (u *Upstream) keepOwn(key string, s *session) {
 	u.mu.Lock()
+	if u.closed {
+		u.mu.Unlock()
+		u.endSession(s)
+		return
+	}
 	var ended []*session
 	if old := u.own[key]; old != nil {
-		ended = append(ended, old.s)
+		ended = u.retire(old, ended)
 	} else if len(u.own) >= maxOwnSessions {
-		var lru string
+		var lru *owned
+		var lruKey string
 		for k, o := range u.own {
-			if lru == "" || o.used.Before(u.own[lru].used) {
-				lru = k
+			if o.calls == 0 && (lru == nil || o.used.Before(lru.used)) {
+				lru, lruKey = o, k
 			}
 		}
-		ended = append(ended, u.own[lru].s)
-		delete(u.own, lru)
+		if lru != nil {
+			delete(u.own, lruKey)
+			ended = u.retire(lru, ended)
+		}
 	}
 	if u.own == nil {
 		u.own = map[string]*owned{}
@@ -101,16 +145,25 @@ func (u *Upstream) keepOwn(key string, s *session) {
 	}
 }
 
+// retire appends o's session to ended if no call is in it; otherwise its
+// last call ends it. Called with mu held.
+func (u *Upstream) retire(o *owned, ended []*session) []*session {
+	if o.calls > 0 {
+		o.retired = true
+		return ended
+	}
+	return append(ended, o.s)
+}
+
 // forgetOwn drops s if it is a principal's own session, so that its next
-// call opens another; it reports whether it was.
-func (u *Upstream) forgetOwn(s *session) bool {
+// call opens another.
+func (u *Upstream) forgetOwn(s *session) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for k, o := range u.own {
 		if o.s == s {
 			delete(u.own, k)
-			return true
+			return
 		}
 	}
-	return false
 }

@@ -2,10 +2,12 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +16,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/manifold-mcp/manifold/internal/auth"
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
 )
 
 // bearerOfCaller is an OAuth client of mode user as the upstream sees it:
@@ -139,4 +143,68 @@ func TestOwnSessionsRestartOutageRecovery(t *testing.T) {
 	}
 	up(fresh())
 	all("after the outage")
+}
+
+// A session is never ended under a call: Bob's tool call is under way in
+// his session when more principals than the bound call, each opening its
+// own; Bob's, the least recently used, is the one the bound would end, but
+// it stays until his call is over, and the call is answered.
+func TestOwnSessionInUseIsNotEnded(t *testing.T) {
+	verify := func(_ context.Context, tok string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+		return &sdkauth.TokenInfo{UserID: strings.TrimPrefix(tok, "tok-"), Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	srv := sdkServer()
+	started, release := make(chan struct{}), make(chan struct{})
+	srv.AddTool(&sdk.Tool{Name: "wait", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		close(started)
+		select {
+		case <-release:
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	bound := sdkauth.RequireBearerToken(verify, nil)(legacy(srv))
+	var mu sync.Mutex
+	var bobs string
+	deleted := map[string]bool{}
+	base := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		switch {
+		case r.Method == http.MethodDelete:
+			deleted[r.Header.Get("Mcp-Session-Id")] = true
+		case r.Header.Get("Authorization") == "Bearer tok-bob" && bobs == "":
+			bobs = r.Header.Get("Mcp-Session-Id")
+		}
+		mu.Unlock()
+		bound.ServeHTTP(w, r)
+	}))
+	u := newUpstream(t, Options{URL: base, PerPrincipal: true, Authorize: func(rt http.RoundTripper) http.RoundTripper { return bearerOfCaller{rt} }})
+	if _, err := readPID(asPrincipal("alice"), u); err != nil { // the negotiation, as alice
+		t.Fatal(err)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := u.Call(asPrincipal("bob"), &mcp.Request{Method: mcp.MethodToolsCall, Params: jsonrpc.Object{"name": jsonrpc.Quote("wait"), "arguments": json.RawMessage(`{}`)}, Meta: jsonrpc.Object{}})
+		if err == nil && resp.Error != nil {
+			err = resp.Error
+		}
+		answered <- err
+	}()
+	<-started
+	for i := range maxOwnSessions + 8 {
+		if _, err := readPID(asPrincipal(fmt.Sprintf("user-%d", i)), u); err != nil {
+			t.Fatalf("user-%d: %v", i, err)
+		}
+	}
+	mu.Lock()
+	cut := bobs != "" && deleted[bobs]
+	mu.Unlock()
+	if cut {
+		t.Error("bob's session was ended while his call was in it")
+	}
+	close(release)
+	if err := <-answered; err != nil {
+		t.Errorf("bob's call: %v", err)
+	}
 }

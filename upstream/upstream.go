@@ -164,6 +164,7 @@ type Upstream struct {
 	known      *mcp.Capabilities   // the latest negotiation's, kept while the session is renewed
 	eras       map[string]*session // caller-era sessions, by revision (era.go)
 	own        map[string]*owned   // sessions of their own, by principal (own.go)
+	closed     bool                // Close ran: sessions opened later are ended at once
 	last       string              // the version of the latest negotiation
 	probe      singleflight.Group
 	ids        atomic.Int64
@@ -312,11 +313,13 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 			return nil, err
 		}
 		s = u.callerSession(ctx, s, req)
-		if s, err = u.ownSession(ctx, s); err != nil {
+		s, release, err := u.ownSession(ctx, s)
+		if err != nil {
 			return nil, err
 		}
 		u.w.calling(ctx)
 		msg, err := u.timedExchange(ctx, s, req)
+		release()
 		// The era assumed no longer holds when a modern server says it does
 		// not speak 2026-07-28, or a legacy session is answered by a modern
 		// server, or a modern request is refused without a JSON-RPC body.
@@ -327,7 +330,8 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 		}
 		if errors.Is(err, errSessionGone) || errors.Is(err, errEraChanged) || s.Modern && eraSuspect(err) && ctx.Err() == nil {
 			u.log.Info("upstream session no longer valid; negotiating again", "reason", err)
-			if !u.forgetEra(s) && !u.forgetOwn(s) {
+			if !u.forgetEra(s) {
+				u.forgetOwn(s)
 				u.forget(s)
 			}
 			if !errors.Is(err, errSessionGone) {
@@ -525,20 +529,17 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 		}
 		if u.o.PerPrincipal {
 			s.owner, s.as = oauth.Principal(pctx), oauth.CallerOf(pctx)
+			if perPrincipal(s) {
+				u.keepOwn(s.owner, s) // its negotiator's own session (own.go)
+			}
 		}
 		u.mu.Lock()
-		old := u.sess
 		u.sess, u.known = s, &s.Capabilities
 		if u.last != "" && u.last != s.Version {
 			u.eraChanges.Add(1)
 		}
 		u.last = s.Version
 		u.mu.Unlock()
-		if old != nil && old.owner != s.owner && old.id != "" && u.conn.alive(old.gen) {
-			// Another principal's negotiation, at the same time: its
-			// session stays that principal's own (own.go).
-			u.keepOwn(old.owner, old)
-		}
 		// Up only once the session is there: whoever sees Up finds its
 		// capabilities.
 		u.health.success()
@@ -885,11 +886,14 @@ func (u *Upstream) Close(ctx context.Context) error {
 	eras := u.eras
 	u.eras = nil
 	own := u.own
-	u.own = nil
+	u.own, u.closed = nil, true // no session kept after these
 	u.mu.Unlock()
-	// Ended before Close returns, a few at a time: a server must not keep
-	// sessions no one will use, and a process stopping must not leave
-	// requests behind.
+	// Ended before Close returns, a few at a time and within endingTime: a
+	// server must not keep sessions no one will use, and a process
+	// stopping must not leave requests behind, nor wait long on a server
+	// (or an authorization server) that does not answer.
+	ctx, cancel := context.WithTimeout(ctx, endingTime)
+	defer cancel()
 	var ending errgroup.Group
 	ending.SetLimit(16)
 	for _, ls := range eras {
@@ -898,12 +902,13 @@ func (u *Upstream) Close(ctx context.Context) error {
 	for _, o := range own {
 		ending.Go(func() error { u.endSessionNow(ctx, o.s); return nil })
 	}
+
 	_ = ending.Wait()
 	sid := ""
 	if s != nil {
 		sid = s.id
-		if s.as != nil {
-			ctx = s.as(ctx) // its owner's token ends it
+		if perPrincipal(s) {
+			sid = "" // its negotiator's own session, ended with the others
 		}
 	}
 	return u.conn.close(ctx, sid)
