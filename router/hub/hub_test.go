@@ -378,16 +378,16 @@ func TestBoundUnderConcurrency(t *testing.T) {
 // The bounds are shared by every caller, so no one principal may hold
 // more than a quarter of any of them: Alice, opening streams until she is
 // refused, and naming resources until she is refused, leaves Bob room to
-// subscribe, to new resources too. Callers who do not authenticate are
-// bounded only together.
+// subscribe, to new resources too. Resources she names in several streams
+// count once. Callers who do not authenticate are bounded only together.
 func TestPrincipalShare(t *testing.T) {
-	f := newFixture(t, Options{MaxStreams: 8, MaxURIs: 8, MaxWatched: 8})
+	f := newFixture(t, Options{MaxStreams: 12, MaxURIs: 2, MaxWatched: 8})
 	as := func(who string) context.Context {
 		return auth.WithPrincipal(context.Background(), &auth.Principal{ID: who})
 	}
 	var alices []*Subscription
 	var refused error
-	for i := 0; i < 8 && refused == nil; i++ {
+	for i := 0; i < 12 && refused == nil; i++ {
 		s, err := f.hub.Subscribe(as("alice"), mcp.SubscriptionFilter{ResourcesListChanged: true})
 		if err != nil {
 			refused = err
@@ -395,41 +395,45 @@ func TestPrincipalShare(t *testing.T) {
 		}
 		alices = append(alices, s)
 	}
-	if len(alices) != 2 || refused == nil || !strings.Contains(refused.Error(), "subscriptions.max_streams") {
-		t.Fatalf("alice opened %d of 8 streams (%v); want 2, a quarter, then refused naming the bound", len(alices), refused)
+	if len(alices) != 3 || refused == nil || !strings.Contains(refused.Error(), "subscriptions.max_streams") {
+		t.Fatalf("alice opened %d of 12 streams (%v); want 3, a quarter, then refused naming the bound", len(alices), refused)
 	}
-	alices[1].Close()
-	uris := func(prefix string, n int) []string {
+	for _, a := range alices {
+		a.Close()
+	}
+	uris := func(prefix string, from, to int) []string {
 		var out []string
-		for i := range n {
+		for i := from; i < to; i++ {
 			out = append(out, fmt.Sprintf("up+test://%s%d", prefix, i))
 		}
 		return out
 	}
-	if _, err := f.hub.Subscribe(as("alice"), mcp.SubscriptionFilter{ResourceSubscriptions: uris("a", 3)}); err == nil || !strings.Contains(err.Error(), "subscriptions.max_uris_per_upstream") {
-		t.Fatalf("alice naming 3 of up's 8 watched resources: %v; want refused, a quarter is 2", err)
+	subscribe := func(who string, named []string) (*Subscription, error) {
+		s, err := f.hub.Subscribe(as(who), mcp.SubscriptionFilter{ResourceSubscriptions: named})
+		if err == nil {
+			t.Cleanup(s.Close)
+		}
+		return s, err
 	}
-	s, err := f.hub.Subscribe(as("alice"), mcp.SubscriptionFilter{ResourceSubscriptions: uris("a", 2)})
-	if err != nil {
+	if _, err := subscribe("alice", uris("a", 0, 2)); err != nil {
 		t.Fatalf("alice naming 2: %v", err)
 	}
-	defer s.Close()
-	for _, a := range alices[:1] {
-		defer a.Close()
+	if _, err := subscribe("alice", uris("a", 0, 2)); err != nil {
+		t.Fatalf("alice naming the same 2 in another stream: %v", err)
 	}
-	bob, err := f.hub.Subscribe(as("bob"), mcp.SubscriptionFilter{ResourceSubscriptions: uris("b", 2)})
-	if err != nil {
+	if _, err := subscribe("alice", uris("a", 2, 3)); err == nil || !strings.Contains(err.Error(), "subscriptions.max_uris_per_upstream") {
+		t.Fatalf("alice naming a third of up's 8 watched resources: %v; want refused, a quarter is 2", err)
+	}
+	if _, err := subscribe("bob", uris("b", 0, 2)); err != nil {
 		t.Fatalf("bob, beside alice: %v", err)
 	}
-	bob.Close()
 	anon := 0
 	for i := 0; i < 4; i++ {
-		if s, err := f.hub.Subscribe(context.Background(), mcp.SubscriptionFilter{}); err == nil {
+		if _, err := subscribe("", nil); err == nil {
 			anon++
-			defer s.Close()
 		}
 	}
 	if anon != 4 {
-		t.Errorf("unauthenticated callers opened %d of 4 streams with room for 6", anon)
+		t.Errorf("unauthenticated callers opened %d of 4 streams with room for 8", anon)
 	}
 }

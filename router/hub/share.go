@@ -20,7 +20,7 @@ const shareDivisor = 4
 type share struct {
 	streams int
 	bytes   int64
-	uris    map[string]int // per upstream, the URIs its subscriptions name
+	uris    map[string]map[string]int // per upstream, the URIs its subscriptions name, each with how many name it
 }
 
 func principalOf(ctx context.Context) string {
@@ -36,6 +36,17 @@ func part[N int | int64](bound N) N {
 		return 0
 	}
 	return max(1, bound/shareDivisor)
+}
+
+// watchedPart is a principal's part of an upstream's watched resources:
+// a quarter, but never less than one stream may name (MaxURIs), so a
+// principal can always hold one full listen.
+func (h *Hub) watchedPart() int {
+	limit := part(h.o.MaxWatched)
+	if h.o.MaxURIs > 0 && limit > 0 {
+		limit = max(limit, min(h.o.MaxURIs, h.o.MaxWatched))
+	}
+	return limit
 }
 
 // checkShare refuses s if, with it, its principal would hold more than its
@@ -56,9 +67,16 @@ func (h *Hub) checkShare(s *Subscription) error {
 		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "one caller's subscriptions may hold at most a quarter of subscriptions.max_bytes; close one, or name fewer resources").
 			WithData(map[string]any{"bound": "subscriptions.max_bytes", "limit": limit})
 	}
-	if limit := part(h.o.MaxWatched); limit > 0 {
+	if limit := h.watchedPart(); limit > 0 {
 		for name, uris := range s.uris {
-			if sh.uris[name]+len(uris) > limit {
+			named := sh.uris[name]
+			added := 0
+			for _, inner := range uris {
+				if named[inner] == 0 {
+					added++
+				}
+			}
+			if len(named)+added > limit {
 				return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "one caller's subscriptions may name at most %d resources of upstream %s, a quarter of subscriptions.max_uris_per_upstream", limit, name).
 					WithData(map[string]any{"bound": "subscriptions.max_uris_per_upstream", "limit": limit})
 			}
@@ -68,7 +86,9 @@ func (h *Hub) checkShare(s *Subscription) error {
 }
 
 // take counts s in its principal's share; giveBack uncounts it. Called
-// with mu held.
+// with mu held. A principal's resources are counted once however many of
+// its subscriptions name them (three windows of one agent naming the same
+// thousand are a thousand).
 func (h *Hub) take(s *Subscription) {
 	if s.principal == "" {
 		return
@@ -78,13 +98,18 @@ func (h *Hub) take(s *Subscription) {
 		if h.shares == nil {
 			h.shares = map[string]*share{}
 		}
-		sh = &share{uris: map[string]int{}}
+		sh = &share{uris: map[string]map[string]int{}}
 		h.shares[s.principal] = sh
 	}
 	sh.streams++
 	sh.bytes += s.charge
 	for name, uris := range s.uris {
-		sh.uris[name] += len(uris)
+		if sh.uris[name] == nil {
+			sh.uris[name] = map[string]int{}
+		}
+		for _, inner := range uris {
+			sh.uris[name][inner]++
+		}
 	}
 }
 
@@ -96,7 +121,13 @@ func (h *Hub) giveBack(s *Subscription) {
 	sh.streams--
 	sh.bytes -= s.charge
 	for name, uris := range s.uris {
-		if sh.uris[name] -= len(uris); sh.uris[name] <= 0 {
+		named := sh.uris[name]
+		for _, inner := range uris {
+			if named[inner]--; named[inner] <= 0 {
+				delete(named, inner)
+			}
+		}
+		if len(named) == 0 {
 			delete(sh.uris, name)
 		}
 	}
