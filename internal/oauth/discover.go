@@ -241,7 +241,8 @@ func (c *Client) legacyServer(ctx context.Context) (*serverMetadata, error) {
 	if found {
 		return &m, checkServer(&m)
 	}
-	return &serverMetadata{Issuer: origin, AuthorizationEndpoint: origin + "/authorize", TokenEndpoint: origin + "/token", RegistrationEndpoint: origin + "/register"}, nil
+	m = serverMetadata{Issuer: origin, AuthorizationEndpoint: origin + "/authorize", TokenEndpoint: origin + "/token", RegistrationEndpoint: origin + "/register"}
+	return &m, checkServer(&m)
 }
 
 // checkServer refuses metadata a client cannot work with, or must not:

@@ -110,3 +110,21 @@ func TestDiscoveryRefusesInsecureURLs(t *testing.T) {
 		t.Errorf("a loopback http authorization server: %v", err)
 	}
 }
+
+type notFoundAnywhere struct{}
+
+func (notFoundAnywhere) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusNotFound, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
+}
+
+// A 2025-03-26 server publishes no metadata, and its authorization server
+// is taken to be at its own origin: those default endpoints are held to
+// the same rule, so a plain-http upstream elsewhere is not sent codes and
+// verifiers in clear either.
+func TestDefaultEndpointsMustBeSecure(t *testing.T) {
+	c := New(Options{Upstream: "crm", Resource: "http://192.0.2.7/mcp", Mode: ModeUser, HTTP: &http.Client{Transport: notFoundAnywhere{}},
+		Store: NewMemoryStore()}, []byte("secret-0123456789"))
+	if d, err := c.discover(context.Background(), challenge{}); err == nil || !strings.Contains(err.Error(), "not https") {
+		t.Errorf("the default endpoints of a plain-http upstream elsewhere: %+v, %v; want refused", d, err)
+	}
+}
