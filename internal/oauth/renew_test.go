@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // renewFixture is a client holding alice's grant, whose token endpoint
@@ -189,6 +190,8 @@ func TestRefusalKeepsNoToken(t *testing.T) {
 		`{"refresh_token":"rt-secret","error":"invalid_grant","error_description":"expired"}`,
 		`{"error":"invalid_grant","access_token":"at-secret"}`,
 		`refresh_token=rt-secret&error=invalid_grant`,
+		`{"error":"invalid_grant","error_description":"` + strings.Repeat("é", 4000) + `"}`,
+		`{"error":"` + strings.Repeat("x", 4000) + `"}`,
 	} {
 		c, g := renewFixture(t, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
@@ -199,8 +202,11 @@ func TestRefusalKeepsNoToken(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "secret") {
 			t.Errorf("refusal %s: %v; want an error without the token", body, err)
 		}
-		if strings.HasPrefix(body, "{") && !strings.Contains(err.Error(), "invalid_grant") {
+		if strings.Contains(body, `"error":"invalid_grant"`) && !strings.Contains(err.Error(), "invalid_grant") {
 			t.Errorf("refusal %s: %v; want the error named", body, err)
+		}
+		if len(err.Error()) > 400 || !utf8.ValidString(err.Error()) {
+			t.Errorf("a refusal of %d bytes told in %d bytes (valid UTF-8: %v); want it bounded, whole characters", len(body), len(err.Error()), utf8.ValidString(err.Error()))
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwt"
@@ -240,10 +241,19 @@ func tokenError(body []byte) refusal {
 	if json.Unmarshal(body, &e) != nil {
 		return refusal{Error: fmt.Sprintf("(an answer of %d bytes, not JSON)", len(body))}
 	}
-	if len(e.Description) > 200 {
-		e.Description = e.Description[:200] + "…"
-	}
+	e.Error, e.Description = cut(e.Error, 64), cut(e.Description, 200)
 	return e
+}
+
+// cut is s, at most n bytes of it, ending on a whole character.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func (e refusal) String() string {
