@@ -490,7 +490,7 @@ func TestOAuthConsentLinkIsTheCallersOwn(t *testing.T) {
 	go call("alice")
 	waitHeld(1, 10*time.Second)
 	go call("bob")
-	waitHeld(2, 2*time.Second) // Bob's own discovery, if it has one
+	waitHeld(2, 5*time.Second) // Bob's own discovery; without one, time enough for him to wait on Alice's
 	time.Sleep(100 * time.Millisecond)
 	close(gate)
 	a, b := <-links["alice"], <-links["bob"]

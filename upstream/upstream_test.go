@@ -596,6 +596,29 @@ func TestRedirectedPostIsSentOnce(t *testing.T) {
 			t.Errorf("%d: read answered %v, want the status and its Location without its query", status, err)
 		}
 	}
+	// A 307, followed, then a 303 where it led: the client hands the 303
+	// back rather than turn the call into a GET.
+	var moved, gets atomic.Int32
+	base := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet:
+			gets.Add(1)
+			http.Error(w, "no", http.StatusMethodNotAllowed)
+		case r.URL.Path == "/mcp" && r.Header.Get("Mcp-Method") == mcp.MethodResourcesRead:
+			http.Redirect(w, r, "/moved", http.StatusTemporaryRedirect)
+		case r.URL.Path == "/moved":
+			moved.Add(1)
+			http.Redirect(w, r, "/result", http.StatusSeeOther)
+		default:
+			inner.ServeHTTP(w, r)
+		}
+	}))
+	u := newUpstream(t, Options{URL: base + "/mcp", Protocol: mcp.Version})
+	_, err := readPID(context.Background(), u)
+	var se *StatusError
+	if !errors.As(err, &se) || se.Status != http.StatusSeeOther || moved.Load() != 1 || gets.Load() != 0 {
+		t.Errorf("307 then 303: %v, %d posts where it led, %d GETs; want the 303, one post, no GET", err, moved.Load(), gets.Load())
+	}
 }
 
 // A child that dies ends the watch of it with the child's exit, not a bare
