@@ -326,3 +326,26 @@ func TestTypeScriptClientDiscoversAuth(t *testing.T) {
 		t.Errorf("token requests asked for resources %q, want [%q]", is.resources, p.URL)
 	}
 }
+
+// A listen stream lasts no longer than the JWT it was opened with (and
+// the leeway): when the token expires, the stream ends with its result,
+// and the caller listens again with a fresh token, whose claims the
+// access rules then read anew.
+func TestListenEndsWhenTheTokenExpires(t *testing.T) {
+	is := newIssuer(t)
+	up := serveHTTP(t, modernHandler(sdkToolServer("docs", sdkOptions{resources: 1})))
+	auth := fmt.Sprintf("auth:\n  jwt: {issuer: %q, audiences: [%q], jwks_url: %q, leeway: 1s}\n", is.URL, testAudience, is.JWKS)
+	p := startProxy(t, auth+"upstreams:"+httpUpstreamYAML("docs", up.URL))
+	tok := is.mint("rsa-1", claims{"sub": "alice", "exp": time.Now().Add(2 * time.Second)})
+	st := listen(t, p.URL, 1, `{"resourcesListChanged":true}`, "Authorization", "Bearer "+tok)
+	if st.Status != http.StatusOK {
+		t.Fatalf("listen: HTTP %d", st.Status)
+	}
+	deadline := time.Now().Add(10 * time.Second) // its exp, 2 s, and the leeway, 1 s
+	for {
+		m := st.next(t, time.Until(deadline))
+		if _, ended := m["result"]; ended {
+			return
+		}
+	}
+}

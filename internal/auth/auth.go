@@ -42,6 +42,10 @@ type Principal struct {
 	// caller's private cache entries: it names the same caller across token
 	// refreshes. False for static tokens, whose credential is the identity.
 	Keyed bool
+	// Expires is when the credential stops being good (a JWT's exp, a
+	// certificate's end); zero for one that does not expire (a static
+	// token). What lasts beyond one request, a listen stream, ends then.
+	Expires time.Time
 }
 
 // Errors Authenticate returns. ErrNoToken: nothing to check; a challenge
@@ -188,5 +192,5 @@ func fromCertificate(r *http.Request) (*Principal, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Principal{ID: string(id), Claims: claims, Keyed: true}, nil
+	return &Principal{ID: string(id), Claims: claims, Keyed: true, Expires: leaf.NotAfter}, nil
 }

@@ -97,7 +97,9 @@ func (v *verifier) principal(t jwt.Token) (*Principal, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Principal{ID: string(id), Claims: claims, Keyed: true}, nil
+	exp, _ := t.Expiration() // required above
+	// Good as long as Parse would take it: its expiry and the leeway.
+	return &Principal{ID: string(id), Claims: claims, Keyed: true, Expires: exp.Add(v.o.Leeway)}, nil
 }
 
 // claimsOf returns every claim as strings: a string as it is, an array of

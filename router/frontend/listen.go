@@ -76,11 +76,14 @@ func (d *Dispatcher) stream(ctx context.Context, id json.RawMessage, sub *hub.Su
 				return
 			}
 		case <-sub.Ended():
-			if errors.Is(sub.Err(), hub.ErrClosing) {
+			switch err := sub.Err(); {
+			case errors.Is(err, hub.ErrClosing), errors.Is(err, hub.ErrExpired):
+				// Ended cleanly: the caller listens again (with a fresh
+				// credential, if it was the one that expired).
 				w.Result(id, closure(id))
-				return
+			default:
+				d.o.Logger.Warn("subscriber too slow; closing its stream", "subscriptionId", string(id))
 			}
-			d.o.Logger.Warn("subscriber too slow; closing its stream", "subscriptionId", string(id))
 			return
 		case <-ctx.Done():
 			return

@@ -75,6 +75,7 @@ type Event struct {
 var (
 	ErrSlow    = errors.New("subscriber too slow: its queue overflowed")
 	ErrClosing = errors.New("shutting down")
+	ErrExpired = errors.New("the caller's credential expired: listen again with a fresh one")
 )
 
 // Hub is safe for concurrent use.
@@ -108,6 +109,7 @@ type Subscription struct {
 	err       error // why it ended; written before ended is closed
 	closed    sync.Once
 	gone      chan struct{} // closed by Close
+	expiry    *time.Timer   // ends it when its caller's credential expires; nil if it does not
 }
 
 // New returns a Hub.
@@ -129,7 +131,8 @@ func (s *Subscription) Events() <-chan Event { return s.events }
 // Ended is closed when the hub ends the subscription; Err then says why.
 func (s *Subscription) Ended() <-chan struct{} { return s.ended }
 
-// Err is ErrSlow or ErrClosing once Ended is closed, and nil before.
+// Err is ErrSlow, ErrClosing or ErrExpired once Ended is closed, and nil
+// before.
 func (s *Subscription) Err() error {
 	select {
 	case <-s.ended:
@@ -150,6 +153,9 @@ func (s *Subscription) end(err error) {
 // to call more than once.
 func (s *Subscription) Close() {
 	s.closed.Do(func() {
+		if s.expiry != nil {
+			s.expiry.Stop()
+		}
 		s.h.unregister(s)
 		close(s.gone)
 	})
@@ -265,6 +271,12 @@ func (h *Hub) Subscribe(ctx context.Context, f mcp.SubscriptionFilter) (*Subscri
 	pending, err := h.register(s, set)
 	if err != nil {
 		return nil, err
+	}
+	if p := auth.From(ctx); p != nil && !p.Expires.IsZero() {
+		// The stream is the caller's only while its credential is good:
+		// past that, its access rules would be read from claims no one
+		// vouches for any more.
+		s.expiry = time.AfterFunc(time.Until(p.Expires), func() { s.end(ErrExpired) })
 	}
 	wctx, cancel := context.WithTimeout(ctx, ackWait)
 	defer cancel()

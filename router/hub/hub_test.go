@@ -437,3 +437,31 @@ func TestPrincipalShare(t *testing.T) {
 		t.Errorf("unauthenticated callers opened %d of 4 streams with room for 8", anon)
 	}
 }
+
+// A stream lives no longer than the credential it was opened with: when
+// the caller's token expires, the stream ends (ErrExpired), so its events
+// stop and the caller must listen again with a fresh one. A stream opened
+// without an expiring credential stays.
+func TestStreamEndsWhenItsCredentialExpires(t *testing.T) {
+	f := newFixture(t, Options{})
+	expiring := auth.WithPrincipal(context.Background(), &auth.Principal{ID: "alice", Expires: time.Now().Add(300 * time.Millisecond)})
+	s, err := f.hub.Subscribe(expiring, mcp.SubscriptionFilter{ResourcesListChanged: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	lasting := f.subscribe(t)
+	select {
+	case <-s.Ended():
+		if s.Err() != ErrExpired {
+			t.Errorf("the expired stream ended with %v, want ErrExpired", s.Err())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a stream outlived its caller's credential by 5 s")
+	}
+	select {
+	case <-lasting.Ended():
+		t.Errorf("a stream with no expiry ended: %v", lasting.Err())
+	default:
+	}
+}
