@@ -40,15 +40,22 @@ type owned struct {
 	retired bool
 }
 
-// perPrincipal reports whether s is one to keep per principal: a legacy session
-// (it has an id) of a server reached per principal.
+// perPrincipal reports whether s is one to keep per principal: a legacy
+// session (it has an id) of a server reached per principal.
 func perPrincipal(s *session) bool { return s.owner != "" && !s.Modern && s.id != "" }
+
+// ownedBy records that s was opened as ctx's caller, and reports whether
+// it is one to keep per principal.
+func (s *session) ownedBy(ctx context.Context) bool {
+	s.owner, s.as = oauth.Principal(ctx), oauth.CallerOf(ctx)
+	return perPrincipal(s)
+}
 
 // ownSession returns the session ctx's caller calls in, and what to call
 // when the call is over: s itself, unless s is a legacy session of a
 // server reached per principal, where it is the caller's own.
 func (u *Upstream) ownSession(ctx context.Context, s *session) (*session, func(), error) {
-	if !u.o.PerPrincipal || s.Modern || s.id == "" {
+	if !perPrincipal(s) {
 		return s, func() {}, nil
 	}
 	key := oauth.Principal(ctx)
@@ -64,7 +71,7 @@ func (u *Upstream) ownSession(ctx context.Context, s *session) (*session, func()
 		if err != nil {
 			return nil, err
 		}
-		ps.owner, ps.as = key, oauth.CallerOf(ctx)
+		ps.ownedBy(ctx)
 		u.keepOwn(key, ps)
 		return ps, nil
 	})

@@ -527,11 +527,8 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 			}
 			return nil, err
 		}
-		if u.o.PerPrincipal {
-			s.owner, s.as = oauth.Principal(pctx), oauth.CallerOf(pctx)
-			if perPrincipal(s) {
-				u.keepOwn(s.owner, s) // its negotiator's own session (own.go)
-			}
+		if u.o.PerPrincipal && s.ownedBy(pctx) {
+			u.keepOwn(s.owner, s) // its negotiator's own session (own.go)
 		}
 		u.mu.Lock()
 		u.sess, u.known = s, &s.Capabilities
@@ -892,17 +889,16 @@ func (u *Upstream) Close(ctx context.Context) error {
 	// server must not keep sessions no one will use, and a process
 	// stopping must not leave requests behind, nor wait long on a server
 	// (or an authorization server) that does not answer.
-	ctx, cancel := context.WithTimeout(ctx, endingTime)
+	ectx, cancel := context.WithTimeout(ctx, endingTime)
 	defer cancel()
 	var ending errgroup.Group
 	ending.SetLimit(16)
 	for _, ls := range eras {
-		ending.Go(func() error { u.endSessionNow(ctx, ls); return nil })
+		ending.Go(func() error { u.endSessionNow(ectx, ls); return nil })
 	}
 	for _, o := range own {
-		ending.Go(func() error { u.endSessionNow(ctx, o.s); return nil })
+		ending.Go(func() error { u.endSessionNow(ectx, o.s); return nil })
 	}
-
 	_ = ending.Wait()
 	sid := ""
 	if s != nil {
