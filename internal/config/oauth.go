@@ -73,7 +73,7 @@ func (c *Config) validatePublicURL(ps *problems) {
 	switch {
 	case err != nil || p.Host == "" || (p.Scheme != "https" && p.Scheme != "http"):
 		ps.add("public_url", "must be an absolute http(s) URL, not %q", c.PublicURL)
-	case p.Scheme == "http" && !loopback.Host(p.Hostname()):
+	case !loopback.Secure(p):
 		ps.add("public_url", "must be https outside loopback: the callback carries authorization codes")
 	case p.RawQuery != "" || p.Fragment != "":
 		ps.add("public_url", "must have no query or fragment")

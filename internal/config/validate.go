@@ -639,9 +639,7 @@ func secureURLProblem(raw string) string {
 	switch {
 	case err != nil || u.Host == "":
 		return "must be an absolute URL"
-	case u.Scheme == "https":
-	case u.Scheme == "http" && loopback.Host(u.Hostname()):
-	default:
+	case !loopback.Secure(u):
 		return "must be https (http only on a loopback host)"
 	}
 	return ""

@@ -5,6 +5,7 @@ package loopback
 
 import (
 	"net"
+	"net/url"
 	"strings"
 )
 
@@ -16,4 +17,11 @@ func Host(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// Secure reports whether what travels to u is out of the network's
+// reach: https, or plain http to a loopback host, whose bytes never leave
+// this machine.
+func Secure(u *url.URL) bool {
+	return u.Scheme == "https" || u.Scheme == "http" && Host(u.Hostname())
 }

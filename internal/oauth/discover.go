@@ -278,9 +278,7 @@ func secure(what, raw string) error {
 	switch {
 	case err != nil || u.Host == "":
 		return fmt.Errorf("%s %q is not https: not an absolute URL", what, raw)
-	case u.Scheme == "https":
-	case u.Scheme == "http" && loopback.Host(u.Hostname()):
-	default:
+	case !loopback.Secure(u):
 		return fmt.Errorf("%s %q is not https (http only on a loopback host): not asking it for anything", what, raw)
 	}
 	return nil

@@ -125,11 +125,14 @@ func (c *Client) renew(ctx context.Context, principal string, stale *grant) (*gr
 		defer cancel()
 		if c.o.Mode == ModeClientCredentials {
 			g, err := c.clientCredentials(ctx)
-			return c.kept(ctx, principal, g, err)
+			if err != nil {
+				return nil, err
+			}
+			return c.kept(ctx, principal, g), nil
 		}
 		if newer := c.newer(ctx, principal, stale); newer != nil {
 			if !newer.due(time.Now()) {
-				return c.kept(ctx, principal, newer, nil)
+				return c.kept(ctx, principal, newer), nil
 			}
 			stale = newer
 		}
@@ -138,7 +141,7 @@ func (c *Client) renew(ctx context.Context, principal string, stale *grant) (*gr
 		var refused *refusedError
 		if errors.As(err, &refused) {
 			if newer := c.newer(ctx, principal, stale); newer != nil {
-				return c.kept(ctx, principal, newer, nil) // refreshed elsewhere meanwhile
+				return c.kept(ctx, principal, newer), nil // refreshed elsewhere meanwhile
 			}
 			c.log.Info("oauth: a refresh was refused; the user will be asked again", "err", err)
 			c.drop(ctx, principal)
@@ -154,7 +157,7 @@ func (c *Client) renew(ctx context.Context, principal string, stale *grant) (*gr
 		if len(g.Scopes) == 0 {
 			g.Scopes = stale.Scopes
 		}
-		return c.kept(ctx, principal, g, nil)
+		return c.kept(ctx, principal, g), nil
 	})
 	if err != nil {
 		return nil, err
@@ -172,15 +175,12 @@ func (c *Client) newer(ctx context.Context, principal string, stale *grant) *gra
 	return &stored
 }
 
-// kept keeps g (the flight's answer) here and in the store.
-func (c *Client) kept(ctx context.Context, principal string, g *grant, err error) (any, error) {
-	if err != nil {
-		return nil, err
-	}
+// kept is g (the flight's answer), kept here and in the store.
+func (c *Client) kept(ctx context.Context, principal string, g *grant) *grant {
 	if err := c.keep(ctx, principal, g); err != nil {
 		c.log.Warn("oauth: keeping a refreshed token failed", "err", err)
 	}
-	return g, nil
+	return g
 }
 
 // requestToken posts form to the token endpoint, authenticated as reg
