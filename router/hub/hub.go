@@ -263,20 +263,23 @@ func (h *Hub) Subscribe(ctx context.Context, f mcp.SubscriptionFilter) (*Subscri
 	}
 	// The caller's view: upstreams its endpoint does not hold or its access
 	// rules hide are not watched, and their changes are not told.
-	claims, view := auth.ClaimsFrom(ctx), upstream.ViewOf(ctx)
-	set := h.o.Upstreams.Load().In(view).For(claims)
-	s := &Subscription{h: h, principal: principalOf(ctx), claims: claims, view: view, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{}), gone: make(chan struct{})}
+	who, view := auth.From(ctx), upstream.ViewOf(ctx)
+	s := &Subscription{h: h, view: view, uris: map[string][]string{}, events: make(chan Event, h.o.Queue), ended: make(chan struct{}), gone: make(chan struct{})}
+	if who != nil {
+		s.principal, s.claims = who.ID, who.Claims
+	}
+	set := h.o.Upstreams.Load().In(view).For(s.claims)
 	caps := h.capabilities(ctx, set)
 	s.honour(f, caps, set, h.o.Namespace)
 	pending, err := h.register(s, set)
 	if err != nil {
 		return nil, err
 	}
-	if p := auth.From(ctx); p != nil && !p.Expires.IsZero() {
+	if who != nil && !who.Expires.IsZero() {
 		// The stream is the caller's only while its credential is good:
 		// past that, its access rules would be read from claims no one
 		// vouches for any more.
-		s.expiry = time.AfterFunc(time.Until(p.Expires), func() { s.end(ErrExpired) })
+		s.expiry = time.AfterFunc(time.Until(who.Expires), func() { s.end(ErrExpired) })
 	}
 	wctx, cancel := context.WithTimeout(ctx, ackWait)
 	defer cancel()

@@ -1,11 +1,6 @@
 package hub
 
-import (
-	"context"
-
-	"github.com/manifold-mcp/manifold/internal/auth"
-	"github.com/manifold-mcp/manifold/internal/jsonrpc"
-)
+import "github.com/manifold-mcp/manifold/internal/jsonrpc"
 
 // A principal's share. The bounds (MaxStreams, MaxBytes, MaxWatched) are
 // shared by every caller, and a caller that filled one would have every
@@ -21,13 +16,6 @@ type share struct {
 	streams int
 	bytes   int64
 	uris    map[string]map[string]int // per upstream, the URIs its subscriptions name, each with how many name it
-}
-
-func principalOf(ctx context.Context) string {
-	if p := auth.From(ctx); p != nil {
-		return p.ID
-	}
-	return ""
 }
 
 // part is a principal's part of bound (at least 1); 0 for no bound.
