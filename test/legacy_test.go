@@ -249,15 +249,19 @@ func TestLegacySessionAcrossReplicas(t *testing.T) {
 	legacyPost(t, a.URL, sid, `{"jsonrpc":"2.0","id":4,"method":"ping"}`)
 }
 
-// openSessionStream opens a session's GET stream; its events arrive on the
-// channel until the test ends.
-func openSessionStream(t *testing.T, url, sid string) <-chan string {
+// openSessionStream opens a session's GET stream, with the extra headers
+// given as name, value pairs; its events arrive on the channel until the
+// test ends.
+func openSessionStream(t *testing.T, url, sid string, extra ...string) <-chan string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	req.Header.Set("Mcp-Session-Id", sid)
 	req.Header.Set("Accept", "text/event-stream")
+	for i := 0; i+1 < len(extra); i += 2 {
+		req.Header.Set(extra[i], extra[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("GET stream: %v %v", err, resp)
