@@ -29,10 +29,11 @@ func challengeOf(t *testing.T, r *rawResponse, what string) string {
 }
 
 // Tokens signed by the issuer's RSA, EC and Ed25519 keys are admitted; an
-// expired, not yet valid, wrong-audience, wrong-issuer, unsigned, HMAC-forged
-// or exp-less token is refused with 401, a challenge naming the metadata and
-// error="invalid_token", and never reaches the upstream. A request with no
-// token gets the challenge without an error code.
+// expired, not yet valid, wrong-audience, audience-less, wrong-issuer,
+// unsigned, HMAC-forged or exp-less token is refused with 401, a challenge
+// naming the metadata and error="invalid_token", and never reaches the
+// upstream. A request with no token gets the challenge without an error
+// code.
 func TestJWTValidation(t *testing.T) {
 	is := newIssuer(t)
 	h, _, p := hintedProxy(t, is.authYAML(""))
@@ -59,6 +60,7 @@ func TestJWTValidation(t *testing.T) {
 		"expired":       is.mint("rsa-1", claims{"sub": "alice", "exp": time.Now().Add(-time.Hour)}),
 		"not yet":       is.mint("ec-1", claims{"sub": "alice", "nbf": time.Now().Add(time.Hour)}),
 		"audience":      is.mint("rsa-1", claims{"sub": "alice", "aud": []string{"https://other.example/mcp"}}),
+		"no audience":   is.mint("rsa-1", claims{"sub": "alice", "aud": nil}),
 		"issuer":        is.mint("ed-1", claims{"sub": "alice", "iss": "https://evil.example"}),
 		"no exp":        is.mint("rsa-1", claims{"sub": "alice", "exp": nil}),
 		"no sub":        is.mint("rsa-1", claims{}),
