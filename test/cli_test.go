@@ -85,9 +85,7 @@ func TestCLIVersion(t *testing.T) {
 // decode, missing environment variables, invalid values and commands that
 // cannot run.
 func TestCLIValidate(t *testing.T) {
-	// The example's commands are relative to its own folder.
-	example, _ := filepath.Abs(filepath.Join("..", "config.example.yaml"))
-	out, errOut, code := runCLI(t, t.TempDir(), "validate", "--config", example)
+	out, errOut, code := runCLI(t, t.TempDir(), "validate", "--config", exampleSite(t))
 	if code != 0 {
 		t.Fatalf("config.example.yaml: exit %d: %s%s", code, out, errOut)
 	}
@@ -154,6 +152,36 @@ upstreams:
 		}
 		last = max(last, i)
 	}
+}
+
+// exampleSite lays config.example.yaml out in a folder as a checkout has it
+// after `make build`: its commands are relative to its own folder, and run
+// ./bin/manifold (here the binary TestMain built) on the repository's
+// ./docs and ./examples, so it validates without a build of the checkout.
+func exampleSite(t *testing.T) string {
+	t.Helper()
+	site := t.TempDir()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile(filepath.Join(root, "config.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(site, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"bin/manifold": manifoldBin, "docs": filepath.Join(root, "docs"), "examples": filepath.Join(root, "examples")} {
+		if err := os.Symlink(target, filepath.Join(site, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(site, "config.example.yaml")
+	if err := os.WriteFile(path, example, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // Relative paths in the file (command, dir, tls files) are the file's
