@@ -339,10 +339,11 @@ func eventually(t testing.TB, d time.Duration, f func() error) {
 }
 
 // redisEntries waits until Redis holds n cache entries of scope (public or
-// private): the proxy writes to Redis asynchronously. It reads the key
-// layout, so it is for the benchmarks' setup only: a test waits for what a
-// user sees instead (another replica serves the entry without an upstream
-// call).
+// private): the proxy writes to Redis asynchronously, after answering. It
+// reads the key layout, so it is for the benchmarks' setup, and for a test
+// whose next read, on another replica, must find a private entry there: a
+// user sees no sign of the write, and a read that comes before it fills
+// again (a private fill's lease tells other replicas not to wait for it).
 func redisEntries(t testing.TB, rs *redistest.Server, scope string, n int) {
 	t.Helper()
 	eventually(t, 10*time.Second, func() error {

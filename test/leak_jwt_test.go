@@ -25,7 +25,10 @@ func TestLeakCasesWithJWTPrincipals(t *testing.T) {
 	rs := redistest.Start(t)
 	h := newHintedServer()
 	up := modernSDK(t, h.Server)
-	conf := is.authYAML("") + fmt.Sprintf("cache: {secret: leak-secret-0123456789, stale_if_error: 1m, redis: {url: %q}}\nupstreams:", rs.URL()) +
+	// Redis gets 2 s a command, not 100 ms: on a loaded machine a lookup
+	// or a write past the default timeout is skipped (as it must be), and
+	// the sharing this test counts on would not happen.
+	conf := is.authYAML("") + fmt.Sprintf("cache: {secret: leak-secret-0123456789, stale_if_error: 1m, redis: {url: %q, timeout: 2s}}\nupstreams:", rs.URL()) +
 		httpUpstreamYAML("h", up.URL, "forward_headers: [Authorization]", "cache_key: principal")
 	a, b := startProxy(t, conf), startProxy(t, conf)
 	kids := []string{"rsa-1", "ec-1", "ed-1"}
@@ -39,10 +42,18 @@ func TestLeakCasesWithJWTPrincipals(t *testing.T) {
 
 	t.Run("01 private never crosses principals", func(t *testing.T) {
 		first := read(a, "h+test://priv/j1", "token-A")
-		// A's entry is in Redis: replica b serves it to her without a call.
+		// A replica writes to Redis after answering: another replica that
+		// asks before the write has landed fills for itself (the entry is
+		// private, so the fill lease tells it not to wait). Once A's
+		// entry is in Redis, replica b serves it to her without a call.
+		redisEntries(t, rs, "private", 1)
 		if again := read(b, "h+test://priv/j1", "token-A"); again != first || h.count("test://priv/j1") != 1 {
 			t.Fatalf("replica b served A %q (%d upstream calls), want her entry %q from Redis", again, h.count("test://priv/j1"), first)
 		}
+		if text := read(a, "h+test://priv/j1", "token-B"); !strings.HasPrefix(text, "for=Bearer token-B ") {
+			t.Errorf("B was served %q", text)
+		}
+		redisEntries(t, rs, "private", 2)
 		for _, p := range []*proxy{a, b} {
 			if text := read(p, "h+test://priv/j1", "token-B"); !strings.HasPrefix(text, "for=Bearer token-B ") {
 				t.Errorf("B was served %q", text)

@@ -29,10 +29,14 @@ func TestLeak01PrivateNeverCrossesCredentials(t *testing.T) {
 	rs := redistest.Start(t)
 	h := newHintedServer()
 	up := modernSDK(t, h.Server)
-	shared := fmt.Sprintf("cache: {secret: leak-secret-0123456789, redis: {url: %q}}\n", rs.URL())
+	// 2 s a Redis command (not 100 ms), so that a loaded machine does not
+	// skip the lookup or the write the sharing below needs.
+	shared := fmt.Sprintf("cache: {secret: leak-secret-0123456789, redis: {url: %q, timeout: 2s}}\n", rs.URL())
 	a, b := cachedProxy(t, up.URL, shared), cachedProxy(t, up.URL, shared)
 	first, _, _ := readAs(t, a.URL, "h+test://priv/1", "token-A")
-	// A's entry is in Redis: replica b serves it to her without a call.
+	// A's entry is in Redis once replica a's write after its answer has
+	// landed: then replica b serves it to her without a call.
+	redisEntries(t, rs, "private", 1)
 	if again, _, _ := readAs(t, b.URL, "h+test://priv/1", "token-A"); again != first || h.count("test://priv/1") != 1 {
 		t.Fatalf("replica b served A %q (%d upstream calls), want her entry %q from Redis", again, h.count("test://priv/1"), first)
 	}
