@@ -46,9 +46,10 @@ type conn interface {
 
 // onMessage handles what a server sends that is not the answer to a call:
 // its requests (answered through reply, now or later), and notifications.
-// ask is the question channel of the call whose stream carried the message,
-// or nil when the channel is shared.
-type onMessage func(ctx context.Context, m *jsonrpc.Message, ask mcp.Ask, reply replier)
+// gen is the generation of the channel that carried it; ask is the question
+// channel of the call whose stream carried the message, or nil when the
+// channel is shared.
+type onMessage func(ctx context.Context, gen uint64, m *jsonrpc.Message, ask mcp.Ask, reply replier)
 
 // replier sends the answer to a server's request. header is the forwarded
 // caller header of the call that a question on a shared channel was put

@@ -358,7 +358,7 @@ func (c *httpConn) readStream(ctx context.Context, body io.Reader, ex *exchange)
 		case m.IsRequest() && ex.ask == nil:
 			// A question on a call's own stream is that call's, and its
 			// caller cannot be asked.
-			c.onMsg(ctx, m, cannotAsk, func(a *jsonrpc.Message, _ http.Header) { go c.answer(context.WithoutCancel(ctx), ex, a, ex.header) })
+			c.onMsg(ctx, ex.gen, m, cannotAsk, func(a *jsonrpc.Message, _ http.Header) { go c.answer(context.WithoutCancel(ctx), ex, a, ex.header) })
 		default:
 			c.serverMessage(ctx, ex, m)
 		}
@@ -381,7 +381,7 @@ var errStreamDone = errors.New("response received")
 // the headers of the call it answers for: ex's own on its stream, those
 // the router attributed it to on the session's GET stream (shared).
 func (c *httpConn) serverMessage(ctx context.Context, ex *exchange, m *jsonrpc.Message) {
-	c.onMsg(ctx, m, ex.ask, func(answer *jsonrpc.Message, header http.Header) {
+	c.onMsg(ctx, ex.gen, m, ex.ask, func(answer *jsonrpc.Message, header http.Header) {
 		if ex.ask != nil {
 			header = ex.header
 		}

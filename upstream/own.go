@@ -22,7 +22,9 @@ import (
 // session is never ended under a call. A modern server has no session,
 // and a legacy one that gave no session id keeps nothing to bind: both are
 // spoken to as before. An HTTP+SSE server's one stream is not split per
-// principal.
+// principal. A stdio server run per principal keeps its processes here the
+// same way: each principal's session is on a process of its own
+// (children.go), which ends with the session.
 
 // maxOwnSessions bounds the idle sessions kept for principals: as many
 // principals as call, which callers control.
@@ -41,21 +43,30 @@ type owned struct {
 }
 
 // perPrincipal reports whether s is one to keep per principal: a legacy
-// session (it has an id) of a server reached per principal.
-func perPrincipal(s *session) bool { return s.owner != "" && !s.Modern && s.id != "" }
+// session (it has an id) of a server reached per principal, or any session
+// of a stdio server run per principal, the anonymous caller's included (the
+// process is the principal's, whatever the era).
+func (u *Upstream) perPrincipal(s *session) bool {
+	return u.processPerPrincipal() || s.owner != "" && !s.Modern && s.id != ""
+}
+
+// processPerPrincipal reports whether the server is a stdio one run as a
+// process per principal.
+func (u *Upstream) processPerPrincipal() bool { return u.o.PerPrincipal && len(u.o.Command) > 0 }
 
 // ownedBy records that s was opened as ctx's caller, and reports whether
 // it is one to keep per principal.
-func (s *session) ownedBy(ctx context.Context) bool {
+func (u *Upstream) ownedBy(ctx context.Context, s *session) bool {
 	s.owner, s.as = oauth.Principal(ctx), oauth.CallerOf(ctx)
-	return perPrincipal(s)
+	return u.perPrincipal(s)
 }
 
 // ownSession returns the session ctx's caller calls in, and what to call
 // when the call is over: s itself, unless s is a legacy session of a
-// server reached per principal, where it is the caller's own.
+// server reached per principal, or a session of a process per principal,
+// where it is the caller's own.
 func (u *Upstream) ownSession(ctx context.Context, s *session) (*session, func(), error) {
-	if !perPrincipal(s) {
+	if !u.perPrincipal(s) {
 		return s, func() {}, nil
 	}
 	key := oauth.Principal(ctx)
@@ -67,11 +78,11 @@ func (u *Upstream) ownSession(ctx context.Context, s *session) (*session, func()
 		// on it too. The context keeps the caller, whose token opens it.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.o.Timeout)
 		defer cancel()
-		ps, err := u.initialize(pctx, s.gen, s.Version)
+		ps, err := u.openOwn(pctx, s)
 		if err != nil {
 			return nil, err
 		}
-		ps.ownedBy(ctx)
+		u.ownedBy(ctx, ps)
 		u.keepOwn(key, ps)
 		return ps, nil
 	})
@@ -86,6 +97,43 @@ func (u *Upstream) ownSession(ctx context.Context, s *session) (*session, func()
 	case <-ctx.Done():
 		return nil, nil, fmt.Errorf("upstream %s: waiting for a session of the caller's own: %w", u.o.Name, ctx.Err())
 	}
+}
+
+// openOwn opens a session of the era of s for ctx's caller: on the
+// server's one channel, or on a process of the caller's own, started for
+// it (and ended again if the session cannot be opened).
+func (u *Upstream) openOwn(ctx context.Context, s *session) (*session, error) {
+	if !u.processPerPrincipal() {
+		return u.initialize(ctx, s.gen, s.Version)
+	}
+	gen, err := u.conn.ready(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ps *session
+	if s.Modern {
+		ps, err = u.discover(ctx, gen)
+	} else {
+		ps, err = u.initialize(ctx, gen, s.Version)
+	}
+	if err != nil {
+		u.conn.(*stdioConn).end(gen)
+	}
+	return ps, err
+}
+
+// ownLive returns the live session of ctx's caller's own process, if it
+// has one; none for a server not run as a process per principal.
+func (u *Upstream) ownLive(ctx context.Context) *session {
+	if !u.processPerPrincipal() {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if o := u.own[oauth.Principal(ctx)]; o != nil && u.conn.alive(o.s.gen) {
+		return o.s
+	}
+	return nil
 }
 
 // useOwn counts a call in key's live session (want, if not nil: that one)

@@ -70,7 +70,9 @@ func (p *progress) deliver(m *jsonrpc.Message) bool {
 // list page, a refresh, Manifold's own requests). A question on a call's
 // own stream goes to that call. One on a shared channel (stdout, an
 // HTTP+SSE stream, a legacy session's GET stream) names no call: it can be
-// attributed only while exactly one call is in flight, and goes to that
+// attributed only while exactly one call is in flight on that channel (a
+// process per principal makes each principal's stdout a channel of its
+// own: children.go), and goes to that
 // call's caller if it can be asked. With two calls in flight, a question
 // could be either's; put to the wrong caller, it would show one caller
 // another's question and feed it the other's answer, so it is refused.
@@ -81,13 +83,14 @@ type calls struct {
 
 type callInFlight struct {
 	ctx    context.Context
+	gen    uint64      // the channel it is carried on
 	ask    mcp.Ask     // nil: the caller cannot be asked
 	header http.Header // the caller headers forwarded with the call
 }
 
-// add registers a call; the function returned removes it.
-func (a *calls) add(ctx context.Context, ask mcp.Ask, header http.Header) func() {
-	c := &callInFlight{ctx: ctx, ask: ask, header: header}
+// add registers a call on channel gen; the function returned removes it.
+func (a *calls) add(ctx context.Context, gen uint64, ask mcp.Ask, header http.Header) func() {
+	c := &callInFlight{ctx: ctx, gen: gen, ask: ask, header: header}
 	a.mu.Lock()
 	if a.set == nil {
 		a.set = map[*callInFlight]struct{}{}
@@ -101,20 +104,27 @@ func (a *calls) add(ctx context.Context, ask mcp.Ask, header http.Header) func()
 	}
 }
 
-// only returns the one call in flight, if there is exactly one and its
-// caller can be asked.
-func (a *calls) only() *callInFlight {
+// only returns the one call in flight on channel gen, if there is exactly
+// one and its caller can be asked. A call on another channel (a process of
+// another principal's, a stream that ended) cannot have raised a question
+// on gen.
+func (a *calls) only(gen uint64) *callInFlight {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.set) != 1 {
+	var only *callInFlight
+	for c := range a.set {
+		if c.gen != gen {
+			continue
+		}
+		if only != nil {
+			return nil
+		}
+		only = c
+	}
+	if only == nil || only.ask == nil {
 		return nil
 	}
-	for c := range a.set {
-		if c.ask != nil {
-			return c
-		}
-	}
-	return nil
+	return only
 }
 
 // cannotAsk is the Ask of a call whose caller cannot be asked anything.

@@ -196,7 +196,7 @@ func (c *sseConn) dispatch(s *sseStream, data []byte) {
 		return
 	}
 	if !m.IsResponse() {
-		c.onMsg(context.Background(), m, nil, func(answer *jsonrpc.Message, header http.Header) {
+		c.onMsg(context.Background(), s.gen, m, nil, func(answer *jsonrpc.Message, header http.Header) {
 			// Off the read loop, and bounded: a POST that stalls must not
 			// stop the stream's answers from being read.
 			go func() {

@@ -3,6 +3,7 @@ package upstream
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,7 +36,8 @@ type stdioConn struct {
 	log    *slog.Logger
 	onMsg  onMessage
 	health *health
-	sup    supervisor[*process]
+	sup    supervisor[*process] // the one process, unless run per principal
+	kids   *children            // a process per principal (children.go), or nil
 }
 
 // errProcessExited: the child died with the call in flight.
@@ -86,6 +88,10 @@ func newStdioConn(o Options, log *slog.Logger, onMsg onMessage, h *health) (*std
 		return nil, fmt.Errorf("command: %w", err)
 	}
 	c := &stdioConn{o: o, log: log, onMsg: onMsg, health: h}
+	if o.PerPrincipal {
+		c.kids = newChildren(c, cmp.Or(o.MaxChildren, maxChildren), cmp.Or(o.ChildIdle, childIdle))
+		return c, nil
+	}
 	// A child that will not start or that exits is a failure of the
 	// upstream's: the health record's summary logs the first and counts
 	// the rest, so a crash loop costs a few lines, not a few per restart.
@@ -304,7 +310,7 @@ func (c *stdioConn) dispatch(p *process, line []byte) {
 	case l != nil:
 		l.deliver(m)
 	default:
-		c.onMsg(context.Background(), m, nil, func(answer *jsonrpc.Message, _ http.Header) {
+		c.onMsg(context.Background(), p.gen, m, nil, func(answer *jsonrpc.Message, _ http.Header) {
 			b, _ := json.Marshal(answer)
 			_ = p.write(b)
 		})
@@ -352,17 +358,52 @@ func (c *stdioConn) current() *process {
 	return p
 }
 
-func (c *stdioConn) ready(ctx context.Context) (uint64, error) { return c.sup.ready(ctx) }
+// on returns the live process of generation gen, and what to call once
+// done with it; nil if gen's process is gone.
+func (c *stdioConn) on(gen uint64) (*process, func()) {
+	if c.kids != nil {
+		return c.kids.hold(gen)
+	}
+	p := c.current()
+	if p == nil || p.gen != gen {
+		return nil, nil
+	}
+	return p, func() {}
+}
+
+// ready waits for the process and returns its generation; run per
+// principal, it starts a process for the negotiation of a principal's own
+// session.
+func (c *stdioConn) ready(ctx context.Context) (uint64, error) {
+	if c.kids != nil {
+		return c.kids.open()
+	}
+	return c.sup.ready(ctx)
+}
 
 func (c *stdioConn) scoped(*session) bool { return false }
 
-func (c *stdioConn) alive(gen uint64) bool { return c.sup.alive(gen) }
+func (c *stdioConn) alive(gen uint64) bool {
+	if c.kids != nil {
+		return c.kids.alive(gen)
+	}
+	return c.sup.alive(gen)
+}
+
+// end ends gen's process when it is a principal's own; the one shared
+// process is the supervisor's to end.
+func (c *stdioConn) end(gen uint64) {
+	if c.kids != nil {
+		c.kids.end(gen)
+	}
+}
 
 func (c *stdioConn) call(ctx context.Context, ex *exchange) (*reply, error) {
-	p := c.current()
-	if p == nil || p.gen != ex.gen {
+	p, release := c.on(ex.gen)
+	if p == nil {
 		return nil, errSessionGone
 	}
+	defer release()
 	b, err := json.Marshal(&ex.msg)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
@@ -400,10 +441,14 @@ func (c *stdioConn) cancel(p *process, id json.RawMessage, cause error) {
 }
 
 func (c *stdioConn) send(_ context.Context, ex *exchange) error {
-	p := c.current()
-	if p == nil || (ex.gen != 0 && p.gen != ex.gen) {
+	p, release := c.on(ex.gen)
+	if ex.gen == 0 && c.kids == nil { // the one process, whichever it is
+		p, release = c.current(), func() {}
+	}
+	if p == nil {
 		return errSessionGone
 	}
+	defer release()
 	b, err := json.Marshal(&ex.msg)
 	if err != nil {
 		return fmt.Errorf("encode message: %w", err)
@@ -414,6 +459,12 @@ func (c *stdioConn) send(_ context.Context, ex *exchange) error {
 // close stops the supervisor, which stops the child, and waits for it; when
 // ctx ends first the child's process group is killed.
 func (c *stdioConn) close(ctx context.Context, _ string) error {
+	if c.kids != nil {
+		if err := c.kids.close(ctx); err != nil {
+			return fmt.Errorf("stopping processes: %w", err)
+		}
+		return nil
+	}
 	err := c.sup.close(ctx, func(p *process) { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) })
 	if err != nil {
 		return fmt.Errorf("stopping process: %w", err)
@@ -441,10 +492,11 @@ func (c *stdioConn) terminate(p *process) {
 // listen runs a subscriptions/listen on the shared channel; it ends with
 // notifications/cancelled when ctx does.
 func (c *stdioConn) listen(ctx context.Context, ex *exchange, deliver func(*jsonrpc.Message)) error {
-	p := c.current()
-	if p == nil || p.gen != ex.gen {
+	p, release := c.on(ex.gen)
+	if p == nil {
 		return errSessionGone
 	}
+	defer release()
 	b, err := json.Marshal(&ex.msg)
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
@@ -476,10 +528,11 @@ func (c *stdioConn) listen(ctx context.Context, ex *exchange, deliver func(*json
 // stream waits for the process the session belongs to: its stdout is the
 // legacy notification stream, already read by readLoop.
 func (c *stdioConn) stream(ctx context.Context, s *session, opened func()) error {
-	p := c.current()
-	if p == nil || p.gen != s.gen {
+	p, release := c.on(s.gen)
+	if p == nil {
 		return errSessionGone
 	}
+	release() // a stream only waits: it keeps no process from going idle
 	opened()
 	select {
 	case <-ctx.Done():

@@ -91,7 +91,7 @@ func (u *Upstream) translateResponse(s *session, req *mcp.Request, r *reply) *Re
 	if r.Error != nil {
 		return &Response{Error: r.Error}
 	}
-	if s.Modern || req.Unshared() {
+	if s.Modern && !u.processPerPrincipal() || req.Unshared() {
 		// Modern already; or legacy for a legacy caller, and shared with
 		// no other (no cache keeps it): as it came.
 		return &Response{Result: r.Result}
@@ -109,6 +109,11 @@ func (u *Upstream) translateResponse(s *session, req *mcp.Request, r *reply) *Re
 		}
 		if _, ok := res["cacheScope"]; !ok {
 			_ = res.Set("cacheScope", u.o.DefaultScope)
+		}
+		if u.processPerPrincipal() {
+			// Its principal's process answered: for no one else, whatever
+			// the server, which cannot know it runs per principal, says.
+			_ = res.Set("cacheScope", mcp.ScopePrivate)
 		}
 	}
 	return &Response{Result: res.Marshal()}

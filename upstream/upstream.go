@@ -89,8 +89,9 @@ type Options struct {
 	// the credential of the caller it is made for (an OAuth client's).
 	Authorize func(http.RoundTripper) http.RoundTripper
 	// PerPrincipal says the server is reached with each caller's own
-	// credential (Authorize, OAuth mode user): nothing is asked of it
-	// without a caller, so it is neither probed at start nor watched in
+	// credential (Authorize, OAuth mode user), or, with Command, run as a
+	// process of each principal's own (children.go): nothing is asked of
+	// it without a caller, so it is neither probed at start nor watched in
 	// the background.
 	PerPrincipal bool
 	TLS          *tls.Config
@@ -110,6 +111,12 @@ type Options struct {
 	Env        []string
 	InheritEnv bool
 	Dir        string
+	// MaxChildren and ChildIdle bound the processes of a server run per
+	// principal: how many run at once (0: maxChildren) and how long one
+	// runs with no call (0: childIdle). Fixed for operators; tests shorten
+	// them.
+	MaxChildren int
+	ChildIdle   time.Duration
 
 	// Protocol pins the revision; "" or "auto" probes for it.
 	Protocol string
@@ -424,7 +431,7 @@ func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (
 // included, so that a question on a shared channel is attributed to a call
 // only when no other could have raised it.
 func (u *Upstream) carry(ctx context.Context, ex *exchange) (*reply, error) {
-	defer u.calls.add(ctx, ex.ask, ex.header)()
+	defer u.calls.add(ctx, ex.gen, ex.ask, ex.header)()
 	return u.conn.call(ctx, ex)
 }
 
@@ -507,6 +514,9 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 	if s != nil && u.conn.alive(s.gen) {
 		return s, nil
 	}
+	if s := u.ownLive(ctx); s != nil {
+		return s, nil // its caller's process, though the latest negotiation's ended
+	}
 	// One negotiation for every caller, but one per principal toward a
 	// server reached with each caller's own credential: there a failure
 	// is its principal's alone (a consent to give, with a link made for
@@ -522,12 +532,14 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 		defer cancel()
 		s, err := u.negotiate(pctx)
 		if err != nil {
-			if !callerMustAct(err) {
+			// A consent to give, or every process working, says nothing
+			// of the server's health.
+			if !callerMustAct(err) && !errors.Is(err, errChildrenBusy) {
 				u.health.failure(err)
 			}
 			return nil, err
 		}
-		if u.o.PerPrincipal && s.ownedBy(pctx) {
+		if u.o.PerPrincipal && u.ownedBy(pctx, s) {
 			u.keepOwn(s.owner, s) // its negotiator's own session (own.go)
 		}
 		u.mu.Lock()
@@ -575,10 +587,17 @@ func (u *Upstream) forget(s *session) {
 // simply never answer a method it does not know.
 const probeTimeout = 5 * time.Second
 
-func (u *Upstream) negotiate(ctx context.Context) (*session, error) {
+func (u *Upstream) negotiate(ctx context.Context) (s *session, err error) {
 	gen, err := u.conn.ready(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if u.processPerPrincipal() {
+		defer func() {
+			if err != nil {
+				u.conn.(*stdioConn).end(gen) // started for this negotiation alone
+			}
+		}()
 	}
 	switch {
 	case u.o.Protocol == mcp.Version:
@@ -591,7 +610,7 @@ func (u *Upstream) negotiate(ctx context.Context) (*session, error) {
 		return u.initialize(ctx, gen, mcp.Legacy[0])
 	}
 	pctx, cancel := context.WithTimeout(ctx, min(probeTimeout, u.o.Timeout))
-	s, err := u.discover(pctx, gen)
+	s, err = u.discover(pctx, gen)
 	cancel()
 	if err == nil || callerMustAct(err) {
 		return s, err
@@ -744,12 +763,12 @@ func (s *session) exchangeFor(raw []byte) *exchange {
 // requests it makes of us (ping, and the questions of a call, which go to
 // that call's caller) and notifications (progress for a call, changes for
 // the hub).
-func (u *Upstream) onServerMessage(ctx context.Context, msg *jsonrpc.Message, ask mcp.Ask, reply replier) {
+func (u *Upstream) onServerMessage(ctx context.Context, gen uint64, msg *jsonrpc.Message, ask mcp.Ask, reply replier) {
 	switch {
 	case msg.IsRequest() && msg.Method == mcp.MethodPing:
 		reply(&jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Result: json.RawMessage(`{}`)}, nil)
 	case msg.IsRequest() && mcp.Questions[msg.Method] != "":
-		u.question(ctx, msg, ask, reply)
+		u.question(ctx, gen, msg, ask, reply)
 	case msg.IsRequest():
 		reply(refusal(msg, "not supported by Manifold"), nil)
 	case msg.IsNotification() && msg.Method == mcp.NotifyProgress:
@@ -764,20 +783,31 @@ func (u *Upstream) onServerMessage(ctx context.Context, msg *jsonrpc.Message, as
 }
 
 // question puts a server's question to the caller of the call it belongs
-// to: the call whose stream carried it (ask), or on a shared channel the
-// one call it can be attributed to (see calls), whose forwarded headers
-// then go with the answer.
-func (u *Upstream) question(ctx context.Context, msg *jsonrpc.Message, ask mcp.Ask, reply replier) {
+// to: the call whose stream carried it (ask), or on a shared channel (of
+// generation gen) the one call it can be attributed to (see calls), whose
+// forwarded headers then go with the answer.
+func (u *Upstream) question(ctx context.Context, gen uint64, msg *jsonrpc.Message, ask mcp.Ask, reply replier) {
 	var header http.Header
 	if ask == nil {
-		c := u.calls.only()
+		c := u.calls.only(gen)
 		if c == nil {
-			reply(refusal(msg, "no caller it can be attributed to can be asked"), nil)
+			reply(refusal(msg, u.unattributed()), nil)
 			return
 		}
 		ctx, ask, header = c.ctx, c.ask, c.header
 	}
 	go func() { reply(answerOf(ctx, msg, ask), header) }()
+}
+
+// unattributed says why a question on a shared channel was refused and,
+// on a stdio process that every caller shares, what gives each principal
+// one of its own, whose questions are that principal's.
+func (u *Upstream) unattributed() string {
+	const why = "no caller it can be attributed to can be asked"
+	if len(u.o.Command) == 0 || u.o.PerPrincipal {
+		return why
+	}
+	return fmt.Sprintf("%s: other calls are in flight on upstream %s's one process (per_principal: true runs a process per principal)", why, u.o.Name)
 }
 
 // askContained is ask, a panic in it (on the goroutine of the question, not
@@ -838,8 +868,12 @@ func (u *Upstream) endSession(s *session) {
 
 // endSessionNow ends s at a legacy HTTP server (DELETE) within ctx, as the
 // principal that opened it toward a server reached per principal (only its
-// token may end it).
+// token may end it); a principal's own process ends with its session.
 func (u *Upstream) endSessionNow(ctx context.Context, s *session) {
+	if sc, ok := u.conn.(*stdioConn); ok {
+		sc.end(s.gen)
+		return
+	}
 	hc, ok := u.conn.(*httpConn)
 	if ac, auto := u.conn.(*autoConn); auto {
 		hc, ok = ac.c().(*httpConn) // not over the HTTP+SSE fallback
@@ -903,7 +937,7 @@ func (u *Upstream) Close(ctx context.Context) error {
 	sid := ""
 	if s != nil {
 		sid = s.id
-		if perPrincipal(s) {
+		if u.perPrincipal(s) {
 			sid = "" // its negotiator's own session, ended with the others
 		}
 	}

@@ -33,8 +33,12 @@ import (
 const childEnv = "MANIFOLD_UPSTREAM_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		if err := sdkServer().Run(context.Background(), &sdk.StdioTransport{}); err != nil {
+	if kind := os.Getenv(childEnv); kind != "" {
+		s := sdkServer()
+		if kind == "kid" {
+			addKidTools(s)
+		}
+		if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

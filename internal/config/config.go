@@ -300,6 +300,10 @@ type Upstream struct {
 	Env        map[string]string `yaml:"env"`
 	InheritEnv bool              `yaml:"inherit_env"`
 	Dir        string            `yaml:"dir"`
+	// PerPrincipal runs a process of the command per principal, started on
+	// its first call, so that what the process asks (elicitation,
+	// sampling) and keeps belongs to that principal alone.
+	PerPrincipal bool `yaml:"per_principal"`
 
 	// Protocol pins the revision: "auto" (probe), "2026-07-28" or a legacy one.
 	Protocol string `yaml:"protocol"`

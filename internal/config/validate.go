@@ -334,6 +334,13 @@ func (u *Upstream) validate(path string, seen map[string]int, i int) []Problem {
 	if u.DefaultScope != "private" && u.DefaultScope != "public" {
 		bad("default_scope", "must be private or public, not %q", u.DefaultScope)
 	}
+	// A process of a principal's own answers for that principal alone.
+	if u.PerPrincipal && u.DefaultScope == "public" {
+		bad("default_scope", "must be private with per_principal: each principal's process answers for its principal alone")
+	}
+	if u.PerPrincipal && u.ToolCache.Scope == "public" {
+		bad("tool_cache.scope", "must be private with per_principal: each principal's process answers for its principal alone")
+	}
 	u.validateBounds(bad)
 	u.validateTLS(bad)
 	return ps
@@ -402,6 +409,9 @@ func (u *Upstream) validateTransport(bad complain) {
 	}
 	if len(u.Command) == 0 && (len(u.Env) > 0 || u.Dir != "" || u.InheritEnv) {
 		bad("env", "env, inherit_env and dir apply to stdio upstreams (command) only")
+	}
+	if len(u.Command) == 0 && u.PerPrincipal {
+		bad("per_principal", "applies to stdio upstreams (command) only")
 	}
 	if len(u.Command) > 0 && (len(u.Headers) > 0 || len(u.ForwardHeaders) > 0) {
 		bad("headers", "headers and forward_headers apply to HTTP upstreams (url) only")

@@ -76,6 +76,7 @@ func upstreamOptions(uc config.Upstream, credentials []string) (upstream.Options
 		Header:         http.Header{},
 		ForwardHeaders: uc.ForwardHeaders,
 		KeyByPrincipal: uc.CacheKey == config.CacheKeyPrincipal || !forwardsAny(uc.ForwardHeaders, credentials),
+		PerPrincipal:   uc.PerPrincipal,
 		Retries:        *uc.Retries,
 		Command:        uc.Command,
 		InheritEnv:     uc.InheritEnv,
