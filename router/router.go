@@ -341,10 +341,18 @@ func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Reques
 	}
 	res, err := r.shape(u, req, resp.Result)
 	if err != nil {
-		return nil, &unavailableError{upstream: u.Name(), err: fmt.Errorf("malformed result: %w", err)}
+		return nil, &unavailableError{upstream: u.Name(), err: &malformedError{err}}
 	}
 	return res, nil
 }
+
+// malformedError is an upstream's result that is not one Manifold may pass
+// on. Its text is Manifold's own account of what is wrong, never the
+// upstream's bytes, so the caller is told it.
+type malformedError struct{ err error }
+
+func (e *malformedError) Error() string { return "malformed result: " + e.err.Error() }
+func (e *malformedError) Unwrap() error { return e.err }
 
 // unavailableError is a failure to get any answer from an upstream. Its
 // message, which may carry addresses, stays in the log; the caller is told
@@ -366,7 +374,10 @@ func (e *unavailableError) Is(target error) bool {
 func (e *unavailableError) rpc() *jsonrpc.Error {
 	msg := "upstream %s is unavailable"
 	var se *upstream.StatusError
+	var me *malformedError
 	switch {
+	case errors.As(e.err, &me):
+		msg = "upstream %s answered a " + strings.ReplaceAll(me.Error(), "%", "%%")
 	case errors.Is(e.err, context.DeadlineExceeded):
 		msg = "upstream %s timed out"
 	case errors.As(e.err, &se) && se.Status < 500:
@@ -409,6 +420,11 @@ const maxURILen = 8 << 10
 // where the namespace rewrites listed items (decorate), else after.
 func (r *Router) shape(u *upstream.Upstream, req *mcp.Request, res json.RawMessage) (json.RawMessage, error) {
 	m, _ := mcp.Lookup(req.Method)
+	if m.Name == mcp.MethodResourcesRead {
+		if err := checkRead(res); err != nil {
+			return nil, err
+		}
+	}
 	var err error
 	switch {
 	case m.Route == mcp.RouteAll && m.ID == "name":
