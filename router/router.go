@@ -337,6 +337,10 @@ func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Reques
 		return nil, &unavailableError{upstream: u.Name(), err: err}
 	}
 	if resp.Error != nil {
+		if !validCode(resp.Error.Code) && r.warned.allow("invalid error:"+u.Name(), invalidErrorEvery) {
+			r.log.Warn("upstream answered an invalid error", "upstream", u.Name(), "method", req.Method,
+				"code", resp.Error.Code, "message", clip(resp.Error.Message, maxLoggedMessage))
+		}
 		return nil, legalize(u.Name(), req.Method, uri, resp.Error)
 	}
 	res, err := r.shape(u, req, resp.Result)
@@ -355,8 +359,9 @@ func (e *malformedError) Error() string { return "malformed result: " + e.err.Er
 func (e *malformedError) Unwrap() error { return e.err }
 
 // unavailableError is a failure to get any answer from an upstream. Its
-// message, which may carry addresses, stays in the log; the caller is told
-// which upstream failed and nothing more.
+// message, which may carry addresses and an error page's body, stays in
+// the log (the upstream's health record logs it, as a summary); the
+// caller is told which upstream failed, and its HTTP status if it gave one.
 type unavailableError struct {
 	upstream string
 	err      error
@@ -372,7 +377,7 @@ func (e *unavailableError) Is(target error) bool {
 }
 
 func (e *unavailableError) rpc() *jsonrpc.Error {
-	msg := "upstream %s is unavailable"
+	msg := "upstream %s unavailable"
 	var se *upstream.StatusError
 	var me *malformedError
 	switch {
@@ -382,6 +387,8 @@ func (e *unavailableError) rpc() *jsonrpc.Error {
 		msg = "upstream %s timed out"
 	case errors.As(e.err, &se) && se.Status < 500:
 		msg = fmt.Sprintf("upstream %%s refused the request (HTTP %d)", se.Status)
+	case errors.As(e.err, &se):
+		msg = fmt.Sprintf("upstream %%s unavailable (HTTP %d)", se.Status)
 	}
 	return jsonrpc.Errorf(jsonrpc.CodeInternalError, msg, e.upstream).WithData(map[string]string{"upstream": e.upstream})
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/redistest"
@@ -103,4 +104,83 @@ func TestMalformedReadIsNotPassedOn(t *testing.T) {
 			wantMalformed(t, read(p, uri), uri)
 		}
 	})
+}
+
+// erringUpstream is a modern upstream whose tools answer as their names
+// say: "code0" a JSON-RPC error of code 0 whose message holds a secret,
+// "reserved" one of code -32500 (inside the range JSON-RPC reserves, and
+// defined by no one), "app" an application's own code 42, "mcp" MCP's
+// -32042 of 2025-11-25, "boom" an HTTP 500 whose body names an internal
+// host; a read answers the HTTP 500 too.
+func erringUpstream(t testing.TB) *httpUpstream {
+	return serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		id, _ := jsonrpc.Member(body, "id")
+		w.Header().Set("Content-Type", "application/json")
+		fail := func(code int, msg string) {
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`, id, code, msg)
+		}
+		switch name := r.Header.Get("Mcp-Name"); {
+		case r.Header.Get("Mcp-Method") == "server/discover":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"resources":{},"tools":{}}}}`, id)
+		case name == "code0":
+			fail(0, "password=hunter2 host=db-primary.internal")
+		case name == "reserved":
+			fail(-32500, "password=hunter2 host=db-primary.internal")
+		case name == "app":
+			fail(42, "quota exceeded for project p")
+		case name == "mcp":
+			fail(-32042, "open https://example.com/connect first")
+		default:
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, "dial tcp db-primary.internal:5432: connection refused (password=hunter2)")
+		}
+	}))
+}
+
+// An upstream's JSON-RPC error is its answer and passes on, its text
+// included, when its code is one JSON-RPC allows; an invalid code (0, or
+// one in the reserved range that nothing defines) becomes -32603 saying
+// so, its message in the log alone. A failure to get an answer (an HTTP
+// 500 and its body, a dial error and the address it names) is told as
+// "upstream X unavailable", with the status when there is one; the detail
+// is in the log, at the level operators read.
+func TestUpstreamErrorsTellNoSecrets(t *testing.T) {
+	up := erringUpstream(t)
+	closed := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("u", up.URL)+httpUpstreamYAML("gone", "http://"+closed+"/mcp"))
+	secretFree := func(what string, r *rawResponse, want string) {
+		t.Helper()
+		if r.Status != 200 || r.Error == nil || r.Error.Code != -32603 || !strings.Contains(r.Error.Message, want) {
+			t.Errorf("%s: want HTTP 200, -32603 saying %q, got HTTP %d: %s", what, want, r.Status, r.Body)
+		}
+		for _, secret := range []string{"hunter2", "db-primary", closed} {
+			if strings.Contains(string(r.Body), secret) {
+				t.Errorf("%s: the caller was told %q: %s", what, secret, r.Body)
+			}
+		}
+	}
+	secretFree("code 0", callTool(t, p.URL, "u_code0", `{}`), "upstream u answered an invalid error (code 0)")
+	secretFree("code -32500", callTool(t, p.URL, "u_reserved", `{}`), "upstream u answered an invalid error (code -32500)")
+	secretFree("HTTP 500 to a call", callTool(t, p.URL, "u_boom", `{}`), "upstream u unavailable (HTTP 500)")
+	secretFree("HTTP 500 to a read", post(t, p.URL, headers("resources/read", "u+test://x"), rpcBody(1, "resources/read", `"uri":"u+test://x"`)), "upstream u unavailable (HTTP 500)")
+	secretFree("dial error", callTool(t, p.URL, "gone_x", `{}`), "upstream gone unavailable")
+	secretFree("dial error to a read", post(t, p.URL, headers("resources/read", "gone+test://x"), rpcBody(1, "resources/read", `"uri":"gone+test://x"`)), "upstream gone unavailable")
+
+	if r := callTool(t, p.URL, "u_app", `{}`); r.Error == nil || r.Error.Code != 42 || r.Error.Message != "quota exceeded for project p" {
+		t.Errorf("an application's own error did not pass as it came: %s", r.Body)
+	}
+	if r := callTool(t, p.URL, "u_mcp", `{}`); r.Error == nil || !strings.Contains(r.Error.Message, "open https://example.com/connect first") {
+		t.Errorf("MCP's -32042 was not passed on with its message: %s", r.Body)
+	}
+	for _, detail := range []string{"password=hunter2 host=db-primary.internal", "db-primary.internal:5432", closed} {
+		eventually(t, 5*time.Second, func() error {
+			for _, line := range strings.Split(p.Logs.String(), "\n") {
+				if strings.Contains(line, detail) && (strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR")) {
+					return nil
+				}
+			}
+			return fmt.Errorf("no warning in the log holds %q:\n%s", detail, p.Logs)
+		})
+	}
 }
