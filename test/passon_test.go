@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +184,43 @@ func TestUpstreamErrorsTellNoSecrets(t *testing.T) {
 			}
 			return fmt.Errorf("no warning in the log holds %q:\n%s", detail, p.Logs)
 		})
+	}
+}
+
+// A public tool cache shares one caller's results with every other. On an
+// upstream that answers each user as themselves (oauth mode user) that is
+// one user's identity served to all: validate refuses it, naming the key.
+// On one that is given the caller's own credential (forward_headers naming
+// a credential header) it is likely the same mistake, unless the upstream
+// answers alike whoever asks: a warning, at start as in validate.
+func TestPublicToolCacheOnPerUserUpstream(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, upstream string) string {
+		path := filepath.Join(dir, name)
+		yaml := "public_url: https://manifold.example.com\nauth: {bearer_tokens: [static-token-0123456789], authorization_servers: [\"https://as.example.com\"]}\nupstreams:\n" + upstream
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	crm := "  - {name: crm, url: \"https://crm.example.com/mcp\", oauth: {mode: user}, tool_cache: {ttl: 60s, scope: %s}}\n"
+	_, errOut, code := runCLI(t, "", "validate", "--config", write("public.yaml", fmt.Sprintf(crm, "public")))
+	if code != 1 || !strings.Contains(errOut, "upstreams[0].tool_cache.scope:") {
+		t.Errorf("a public tool cache on an oauth mode user upstream: exit %d, %q; want 1 naming upstreams[0].tool_cache.scope", code, errOut)
+	}
+	if out, errOut, code := runCLI(t, "", "validate", "--config", write("private.yaml", fmt.Sprintf(crm, "private"))); code != 0 || strings.Contains(errOut, "warning") {
+		t.Errorf("a private tool cache on an oauth mode user upstream: exit %d, %s%s", code, out, errOut)
+	}
+
+	counts := &toolCounts{n: map[string]int{}}
+	up := modernSDK(t, cachedToolServer(counts))
+	forwarding := httpUpstreamYAML("t", up.URL, "forward_headers: [Authorization]", toolCacheYAML("60s", "public"))
+	o := startOps(t, "upstreams:"+forwarding)
+	if n := o.logCount("level=WARN", "upstreams[0].tool_cache.scope", "Authorization"); n != 1 {
+		t.Errorf("a public tool cache on an upstream given the caller's Authorization: %d warnings naming upstreams[0].tool_cache.scope at start, want 1:\n%s", n, o.Logs)
+	}
+	quiet := startOps(t, "upstreams:"+httpUpstreamYAML("t", up.URL, toolCacheYAML("60s", "public")))
+	if n := quiet.logCount("tool_cache.scope"); n != 0 {
+		t.Errorf("a public tool cache on an upstream given no credential was warned about:\n%s", quiet.Logs)
 	}
 }
