@@ -177,7 +177,7 @@ func (r *Router) list(ctx context.Context, set *upstream.Set, m *mcp.Method, req
 		// on a later page. Listing each upstream whole once per set tells.
 		r.learnWhole(ctx, set, m.Name)
 	}
-	res, err := r.merger.ListIn(ctx, cursorView(set), req, set.Names(), r.pages(set), viewRoutes{routes, set.Names()})
+	res, err := r.merger.ListIn(ctx, cursorView(set), req, set.Names(), r.pages(set), viewRoutes{routes, set.Names(), set.View()})
 	var refused *merge.UpstreamCursorError
 	if errors.As(err, &refused) && r.cache != nil {
 		// The cached pages that handed out this cursor are stale too: drop
