@@ -1,14 +1,18 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/redistest"
@@ -223,4 +227,112 @@ func TestPublicToolCacheOnPerUserUpstream(t *testing.T) {
 	if n := quiet.logCount("tool_cache.scope"); n != 0 {
 		t.Errorf("a public tool cache on an upstream given no credential was warned about:\n%s", quiet.Logs)
 	}
+}
+
+// linkingServer is a go-sdk server whose read-only tool "links" answers a
+// text, a resource_link to test://d/public, one to test://d/secret, and
+// the resource test://d/secret embedded with its text; its prompt "brief"
+// embeds test://d/secret too. It counts the tool's calls.
+func linkingServer(calls *atomic.Int32) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "linking", Version: "1"}, &mcp.ServerOptions{
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.TTLMs, c.CacheScope = 60_000, "public" },
+	})
+	secret := &mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "test://d/secret", MIMEType: "text/plain", Text: "top secret text"}}
+	s.AddTool(&mcp.Tool{Name: "links", InputSchema: objectSchema(`{"n":{"type":"number"}}`), Annotations: readOnly},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			calls.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{
+				&mcp.TextContent{Text: "here they are"},
+				&mcp.ResourceLink{URI: "test://d/public", Name: "public"},
+				&mcp.ResourceLink{URI: "test://d/secret", Name: "secret"},
+				secret,
+			}}, nil
+		})
+	s.AddPrompt(&mcp.Prompt{Name: "brief"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{
+			{Role: "user", Content: &mcp.TextContent{Text: "read this"}},
+			{Role: "user", Content: secret},
+		}}, nil
+	})
+	return s
+}
+
+// A tool an endpoint allows cannot hand out a resource the endpoint
+// denies: the resource_links and embedded resources of its result whose
+// URI the endpoint's resource rules leave out are dropped, and the
+// result's _meta says how many (io.manifold/withheld), never which. The
+// same for a prompt's messages. The tool cache keeps the upstream's result
+// whole, and each endpoint is served its own view of it, whichever
+// endpoint called first.
+func TestToolResultsKeepToTheEndpointsView(t *testing.T) {
+	var calls atomic.Int32
+	up := modernSDK(t, linkingServer(&calls))
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("d", up.URL, toolCacheYAML("60s", "public", `tools: ["*"]`))+`
+endpoints:
+  - path: /mcp/pub
+    upstreams: [d]
+    resources: {allow: ["d+test://d/public"]}
+`)
+	pub := strings.TrimSuffix(p.URL, "/mcp") + "/mcp/pub"
+	type block struct {
+		Type     string `json:"type"`
+		URI      string `json:"uri"`
+		Text     string `json:"text"`
+		Resource *struct {
+			URI  string `json:"uri"`
+			Text string `json:"text"`
+		} `json:"resource"`
+	}
+	call := func(url string, n int) (blocks []block, meta map[string]any) {
+		t.Helper()
+		r := post(t, url, headers("tools/call", "d_links"), rpcBody(1, "tools/call", fmt.Sprintf(`"name":"d_links","arguments":{"n":%d}`, n)))
+		var res struct {
+			Content []block        `json:"content"`
+			Meta    map[string]any `json:"_meta"`
+		}
+		r.result(t, &res)
+		if strings.Contains(string(r.Body), "secret") && url == pub {
+			t.Errorf("n=%d at /mcp/pub: the answer names the denied resource: %s", n, r.Body)
+		}
+		return res.Content, res.Meta
+	}
+	wantWithheld := func(meta map[string]any, n float64) {
+		t.Helper()
+		w, _ := meta["io.manifold/withheld"].(map[string]any)
+		if got, _ := w["items"].(float64); got != n {
+			t.Errorf("_meta io.manifold/withheld %v, want %v items", meta["io.manifold/withheld"], n)
+		}
+	}
+	for n, order := range [][]string{{p.URL, pub}, {pub, p.URL}} {
+		for _, url := range append(order, order...) {
+			blocks, meta := call(url, n)
+			if url == pub {
+				if len(blocks) != 2 || blocks[0].Text != "here they are" || blocks[1].URI != "d+test://d/public" {
+					t.Errorf("n=%d at /mcp/pub: %+v, want the text and the public link", n, blocks)
+				}
+				wantWithheld(meta, 2)
+				continue
+			}
+			if len(blocks) != 4 || blocks[3].Resource == nil || blocks[3].Resource.Text != "top secret text" {
+				t.Errorf("n=%d at /mcp: %+v, want all four blocks", n, blocks)
+			}
+			if _, ok := meta["io.manifold/withheld"]; ok {
+				t.Errorf("n=%d at /mcp: withheld %v", n, meta["io.manifold/withheld"])
+			}
+		}
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("the tool was called %d times for 2 arguments: the cache did not serve both endpoints", n)
+	}
+
+	r := post(t, pub, headers("prompts/get", "d_brief"), rpcBody(1, "prompts/get", `"name":"d_brief"`))
+	var prompt struct {
+		Messages []struct{ Content block } `json:"messages"`
+		Meta     map[string]any            `json:"_meta"`
+	}
+	r.result(t, &prompt)
+	if len(prompt.Messages) != 1 || strings.Contains(string(r.Body), "secret") {
+		t.Errorf("the prompt at /mcp/pub: %s", r.Body)
+	}
+	wantWithheld(prompt.Meta, 1)
 }
