@@ -76,8 +76,9 @@ type Merger struct {
 // sees every upstream page that arrives, and (for Unique) names the
 // upstream an identity belongs to, across pages.
 type Routes interface {
-	// Observe sees one upstream page's items (a JSON array).
-	Observe(upstream, method string, items json.RawMessage)
+	// Observe sees one upstream page's items (a JSON array); whole says
+	// the page is the upstream's whole list (its first, with no next).
+	Observe(upstream, method string, items json.RawMessage, whole bool)
 	// Owner names the upstream whose item id is, when that is known.
 	Owner(method, id string) (upstream string, known bool)
 }
@@ -233,7 +234,7 @@ func (m *Merger) assemble(view string, upstreams []string, pending map[string]st
 			continue
 		}
 		if routes != nil {
-			routes.Observe(name, method.Name, p.items)
+			routes.Observe(name, method.Name, p.items, cur == "" && p.next == "")
 		}
 		res.Chunks = m.appendItems(res.Chunks, p.items, name, method, seen, routes)
 		if p.next != "" {

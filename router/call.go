@@ -53,7 +53,10 @@ func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, r
 	if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeInvalidParams && r.unknownTo(ctx, set, u, m.Names, name) {
 		return nil, unknownName(m.Names, name)
 	}
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return viewBlocks(set, m, res)
 }
 
 // complete routes a completion/complete by its ref: a prompt by name, a

@@ -76,10 +76,15 @@ func describeServed(ctx context.Context, span trace.Span, req *mcp.Request) {
 }
 
 // rpcError is the JSON-RPC error a handler's error is answered with (an
-// error of Manifold's own is an internal error), or nil.
+// error of Manifold's own is an internal error), or nil; a consent's
+// without its link, which is for the caller alone.
 func rpcError(err error) *jsonrpc.Error {
 	if err == nil {
 		return nil
+	}
+	var le *linkError
+	if errors.As(err, &le) {
+		return le.redacted()
 	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {

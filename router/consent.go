@@ -44,8 +44,8 @@ func consenting(req *mcp.Request) bool {
 func (hs *holds) askConsent(ctx context.Context, req *mcp.Request, cr *oauth.ConsentRequired) (json.RawMessage, error) {
 	link, message := cr.Consent()
 	if !req.Declares("elicitation", "url") {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeMissingCapability, "%s Open %s, then send the request again (the client did not declare elicitation.url, so it cannot be asked)", message, link).
-			WithData(map[string]any{"requiredCapabilities": map[string]any{"elicitation": map[string]any{"url": map[string]any{}}}, "url": link, "upstream": cr.Upstream, "message": message})
+		return nil, &linkError{jsonrpc.Errorf(jsonrpc.CodeMissingCapability, "%s Open %s, then send the request again (the client did not declare elicitation.url, so it cannot be asked)", message, link).
+			WithData(map[string]any{"requiredCapabilities": map[string]any{"elicitation": map[string]any{"url": map[string]any{}}}, "url": link, "upstream": cr.Upstream, "message": message})}
 	}
 	res := jsonrpc.Object{}
 	_ = res.Set("resultType", mcp.ResultTypeInputRequired)
@@ -105,4 +105,19 @@ func (hs *holds) openConsent(state, owner string) (upstream string, err error) {
 		return "", fmt.Errorf("the consent expired; send the request again")
 	}
 	return parts[1], nil
+}
+
+// linkError is a consent the caller cannot be asked for, told in an error
+// whose message and data hold the authorization link. The link carries
+// live state (whoever holds it can complete the consent as the caller), so
+// it is for the caller alone: what records the error (a span's status,
+// Traced) records redacted() instead.
+type linkError struct{ rpc *jsonrpc.Error }
+
+func (e *linkError) Error() string { return e.rpc.Error() }
+func (e *linkError) Unwrap() error { return e.rpc }
+
+// redacted is the error without the link.
+func (e *linkError) redacted() *jsonrpc.Error {
+	return &jsonrpc.Error{Code: e.rpc.Code, Message: "the caller must open an authorization link (not recorded) to consent"}
 }

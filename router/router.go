@@ -177,7 +177,7 @@ func (r *Router) list(ctx context.Context, set *upstream.Set, m *mcp.Method, req
 		// on a later page. Listing each upstream whole once per set tells.
 		r.learnWhole(ctx, set, m.Name)
 	}
-	res, err := r.merger.ListIn(ctx, cursorView(set), req, set.Names(), r.pages(set), viewRoutes{routes, set.Names()})
+	res, err := r.merger.ListIn(ctx, cursorView(set), req, set.Names(), r.pages(set), viewRoutes{routes, set.Names(), set.View()})
 	var refused *merge.UpstreamCursorError
 	if errors.As(err, &refused) && r.cache != nil {
 		// The cached pages that handed out this cursor are stale too: drop
@@ -337,18 +337,31 @@ func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Reques
 		return nil, &unavailableError{upstream: u.Name(), err: err}
 	}
 	if resp.Error != nil {
+		if !validCode(resp.Error.Code) && r.warned.allow("invalid error:"+u.Name(), invalidErrorEvery) {
+			r.log.Warn("upstream answered an invalid error", "upstream", u.Name(), "method", req.Method,
+				"code", resp.Error.Code, "message", clip(resp.Error.Message, maxLoggedMessage))
+		}
 		return nil, legalize(u.Name(), req.Method, uri, resp.Error)
 	}
 	res, err := r.shape(u, req, resp.Result)
 	if err != nil {
-		return nil, &unavailableError{upstream: u.Name(), err: fmt.Errorf("malformed result: %w", err)}
+		return nil, &unavailableError{upstream: u.Name(), err: &malformedError{err}}
 	}
 	return res, nil
 }
 
+// malformedError is an upstream's result that is not one Manifold may pass
+// on. Its text is Manifold's own account of what is wrong, never the
+// upstream's bytes, so the caller is told it.
+type malformedError struct{ err error }
+
+func (e *malformedError) Error() string { return "malformed result: " + e.err.Error() }
+func (e *malformedError) Unwrap() error { return e.err }
+
 // unavailableError is a failure to get any answer from an upstream. Its
-// message, which may carry addresses, stays in the log; the caller is told
-// which upstream failed and nothing more.
+// message, which may carry addresses and an error page's body, stays in
+// the log (the upstream's health record logs it, as a summary); the
+// caller is told which upstream failed, and its HTTP status if it gave one.
 type unavailableError struct {
 	upstream string
 	err      error
@@ -364,13 +377,18 @@ func (e *unavailableError) Is(target error) bool {
 }
 
 func (e *unavailableError) rpc() *jsonrpc.Error {
-	msg := "upstream %s is unavailable"
+	msg := "upstream %s unavailable"
 	var se *upstream.StatusError
+	var me *malformedError
 	switch {
+	case errors.As(e.err, &me):
+		msg = "upstream %s answered a " + strings.ReplaceAll(me.Error(), "%", "%%")
 	case errors.Is(e.err, context.DeadlineExceeded):
 		msg = "upstream %s timed out"
 	case errors.As(e.err, &se) && se.Status < 500:
 		msg = fmt.Sprintf("upstream %%s refused the request (HTTP %d)", se.Status)
+	case errors.As(e.err, &se):
+		msg = fmt.Sprintf("upstream %%s unavailable (HTTP %d)", se.Status)
 	}
 	return jsonrpc.Errorf(jsonrpc.CodeInternalError, msg, e.upstream).WithData(map[string]string{"upstream": e.upstream})
 }
@@ -409,6 +427,11 @@ const maxURILen = 8 << 10
 // where the namespace rewrites listed items (decorate), else after.
 func (r *Router) shape(u *upstream.Upstream, req *mcp.Request, res json.RawMessage) (json.RawMessage, error) {
 	m, _ := mcp.Lookup(req.Method)
+	if m.Name == mcp.MethodResourcesRead {
+		if err := checkRead(res); err != nil {
+			return nil, err
+		}
+	}
 	var err error
 	switch {
 	case m.Route == mcp.RouteAll && m.ID == "name":

@@ -177,7 +177,7 @@ func TestErrorMapping(t *testing.T) {
 		{"not a URI", mcp.MethodResourcesRead, `{"uri":"alpha+test://a b"}`, -32602, "alpha+test://a b", "", ""},
 		{"uri not a string", mcp.MethodResourcesRead, `{"uri":1}`, -32602, "", "", "params.uri"},
 		{"reserved code", mcp.MethodResourcesRead, `{"uri":"odd+test://x"}`, -32603, "", "odd", "upstream odd"},
-		{"unreachable", mcp.MethodResourcesRead, `{"uri":"down+test://x"}`, -32603, "", "down", "upstream down is unavailable"},
+		{"unreachable", mcp.MethodResourcesRead, `{"uri":"down+test://x"}`, -32603, "", "down", "upstream down unavailable"},
 		{"removed method", mcp.MethodInitialize, `{}`, -32601, "", "", "removed"},
 		{"unknown method", "foo/bar", `{}`, -32601, "", "", "not supported"},
 		{"forged cursor", mcp.MethodResourcesList, `{"cursor":"abc.def"}`, -32602, "", "", "invalid cursor"},

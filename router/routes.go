@@ -2,6 +2,7 @@ package router
 
 import (
 	"encoding/json"
+	"hash/maphash"
 	"log/slog"
 	"slices"
 	"sync"
@@ -31,12 +32,13 @@ type routes struct {
 	order []string // the configured set's names: who comes first
 
 	mu        sync.RWMutex
-	uris      map[string]string
+	uris      map[string]string                           // URI, or template text → the upstream that owns it
 	names     map[string]map[string][]string              // list method → name → upstreams listing it, in order
 	whole     map[string]map[string]bool                  // list method → upstream → listed whole (learn)
 	templates map[string]map[string]*uritemplate.Template // upstream → text → template
 	headers   map[string][]mcp.ParamHeader                // upstream + "\x00" + merged-view tool name → its mirrored params
 	collided  map[string]bool                             // identities whose collision was logged
+	lastWhole map[string]wholePage                        // list method + "\x00" + upstream → its last whole list
 	size      int
 
 	learning marks // on-demand listings, by upstream and list
@@ -48,7 +50,7 @@ const maxRoutes = 200_000
 func newRoutes(log *slog.Logger, byURI bool, order []string) *routes {
 	return &routes{log: log, byURI: byURI, order: order, uris: map[string]string{}, names: map[string]map[string][]string{},
 		whole: map[string]map[string]bool{}, templates: map[string]map[string]*uritemplate.Template{},
-		headers: map[string][]mcp.ParamHeader{}, collided: map[string]bool{}}
+		headers: map[string][]mcp.ParamHeader{}, collided: map[string]bool{}, lastWhole: map[string]wholePage{}}
 }
 
 // routesKey is the routes' key in a set's memo.
@@ -66,21 +68,26 @@ func (r *Router) routesOf(set *upstream.Set) *routes {
 type viewRoutes struct {
 	t    *routes
 	view []string
+	// filter is the endpoint's view, whose globs may have left items out
+	// of a page: such a page tells what the upstream lists, not what it
+	// lists no more.
+	filter *upstream.View
 }
 
-func (v viewRoutes) Observe(upstream, method string, items json.RawMessage) {
-	v.t.observe(upstream, method, items)
+func (v viewRoutes) Observe(upstream, method string, items json.RawMessage, whole bool) {
+	v.t.observe(upstream, method, items, whole && !v.filter.Filters(method))
 }
 
 func (v viewRoutes) Owner(method, id string) (string, bool) {
-	if method == mcp.MethodResourcesList {
+	if method == mcp.MethodResourcesList || method == mcp.MethodTemplatesList {
 		return v.t.uriOwner(v.view, id)
 	}
 	return v.t.owner(v.view, method, id)
 }
 
-// observe learns from one upstream's list page, in the merged view.
-func (t *routes) observe(upstream, method string, list json.RawMessage) {
+// observe learns from one upstream's list page, in the merged view; whole
+// says it is the upstream's whole list, which tells what it lists no more.
+func (t *routes) observe(upstream, method string, list json.RawMessage, whole bool) {
 	if !t.byURI && (method == mcp.MethodResourcesList || method == mcp.MethodTemplatesList) {
 		return
 	}
@@ -88,7 +95,68 @@ func (t *routes) observe(upstream, method string, list json.RawMessage) {
 	if err != nil {
 		return
 	}
+	if whole {
+		t.forgetUnlisted(upstream, method, list, items)
+	}
 	t.observeItems(upstream, method, items)
+}
+
+// A wholePage is what an upstream's whole list said last: its bytes' sum,
+// and the identities it listed.
+type wholePage struct {
+	sum uint64
+	ids []string
+}
+
+var pageSeed = maphash.MakeSeed()
+
+// forgetUnlisted forgets what upstream listed in the whole list it gave
+// before and lists no more in items, its whole list now: a URI or template
+// it owned (which another upstream may own now: a resource that moved),
+// or its place among a name's listers. Otherwise an identity once listed
+// by an earlier upstream in configuration order stayed its own, and the
+// merged list left out the upstream that lists it now. A list the same as
+// the last, byte for byte (a cached page), costs its hash alone.
+func (t *routes) forgetUnlisted(upstream, method string, list json.RawMessage, items []json.RawMessage) {
+	key := method + "\x00" + upstream
+	sum := maphash.Bytes(pageSeed, list)
+	t.mu.RLock()
+	prev, known := t.lastWhole[key]
+	t.mu.RUnlock()
+	if known && prev.sum == sum {
+		return
+	}
+	m, _ := mcp.Lookup(method)
+	ids := make([]string, len(items))
+	listed := make(map[string]bool, len(items))
+	for i, item := range items {
+		ids[i], _ = jsonrpc.MemberString(item, m.ID)
+		listed[ids[i]] = true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range prev.ids {
+		if !listed[id] {
+			t.unlist(method, id, upstream)
+		}
+	}
+	t.lastWhole[key] = wholePage{sum: sum, ids: ids}
+}
+
+// unlist records that upstream lists id in method no more; t.mu is held.
+func (t *routes) unlist(method, id, upstream string) {
+	switch method {
+	case mcp.MethodResourcesList, mcp.MethodTemplatesList:
+		if t.uris[id] == upstream {
+			delete(t.uris, id)
+			t.size--
+		}
+	default:
+		if listers := t.names[method][id]; slices.Contains(listers, upstream) {
+			t.names[method][id] = slices.DeleteFunc(slices.Clone(listers), func(u string) bool { return u == upstream })
+			t.size--
+		}
+	}
 }
 
 func (t *routes) observeItems(upstream, method string, items []json.RawMessage) {
@@ -102,6 +170,10 @@ func (t *routes) observeItems(upstream, method string, items []json.RawMessage) 
 		}
 	case mcp.MethodTemplatesList:
 		t.learnTemplates(upstream, items)
+		for _, item := range items {
+			text, _ := jsonrpc.MemberString(item, "uriTemplate")
+			t.own(text, upstream)
+		}
 	case mcp.MethodToolsList, mcp.MethodPromptsList:
 		for _, item := range items {
 			name, _ := jsonrpc.MemberString(item, "name")

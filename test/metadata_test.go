@@ -28,10 +28,10 @@ func TestMetadataNamesTheIssuerByDefault(t *testing.T) {
 	}
 }
 
-// manifold validate refuses a configuration whose metadata would name no
-// authorization server (static tokens, no authorization_servers), at its
-// YAML path; with auth.jwt the issuer stands in, and one that is not an
-// https URL is reported too.
+// manifold validate accepts static tokens alone, which no authorization
+// server issues (no metadata is published then: TestStaticTokensAlone);
+// with auth.jwt the issuer stands in for authorization_servers, and one
+// that is not an https URL is reported at its YAML path.
 func TestCLIValidateAuthorizationServers(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, auth string) string {
@@ -42,9 +42,8 @@ func TestCLIValidateAuthorizationServers(t *testing.T) {
 		return path
 	}
 	static := write("static.yaml", "auth: {bearer_tokens: [static-token-0123456789]}\n")
-	_, errOut, code := runCLI(t, "", "validate", "--config", static)
-	if code != 1 || !strings.Contains(errOut, "auth.authorization_servers: must name at least one authorization server") {
-		t.Errorf("static tokens without authorization_servers: exit %d, %q", code, errOut)
+	if out, errOut, code := runCLI(t, "", "validate", "--config", static); code != 0 {
+		t.Errorf("static tokens without authorization_servers: exit %d, %s%s", code, out, errOut)
 	}
 	named := write("named.yaml", "auth: {bearer_tokens: [static-token-0123456789], authorization_servers: [\"https://idp.example.com\"]}\n")
 	if out, errOut, code := runCLI(t, "", "validate", "--config", named); code != 0 {
@@ -57,5 +56,40 @@ func TestCLIValidateAuthorizationServers(t *testing.T) {
 	odd := write("odd.yaml", "auth: {jwt: {issuer: my-idp, audiences: [x], jwks_url: \"https://idp.example.com/jwks\"}}\n")
 	if _, errOut, code := runCLI(t, "", "validate", "--config", odd); code != 1 || !strings.Contains(errOut, "auth.authorization_servers:") {
 		t.Errorf("auth.jwt whose issuer is no URL, without authorization_servers: exit %d, %q", code, errOut)
+	}
+}
+
+// Static tokens alone (API keys an operator hands out, no authorization
+// server) start a real process: a request with the token is served, one
+// without is 401 with a challenge that names no metadata document, and no
+// protected resource metadata is published (404), since a document naming
+// no authorization server, or a made-up one, would send an MCP client into
+// an OAuth discovery that cannot end in a token.
+func TestStaticTokensAlone(t *testing.T) {
+	up := modernSDK(t, newSDKServer("a", sdkOptions{resources: 1}))
+	const tok = "static-token-0123456789"
+	o := startOps(t, fmt.Sprintf("auth: {bearer_tokens: [%q]}\nupstreams:", tok)+httpUpstreamYAML("a", up.URL))
+	read := func(auth string) *rawResponse {
+		h := headers("resources/read", "a+test://a/0")
+		if auth != "" {
+			h.Set("Authorization", auth)
+		}
+		return post(t, o.MCP, h, rpcBody(1, "resources/read", `"uri":"a+test://a/0"`))
+	}
+	var rr readResult
+	read("Bearer "+tok).result(t, &rr)
+	if len(rr.Contents) != 1 || rr.Contents[0].Text != "a resource 0" {
+		t.Errorf("read with the token: %+v", rr)
+	}
+	for auth, want := range map[string]string{"": "Bearer", "Bearer wrong-token-0123456789": `Bearer error="invalid_token"`} {
+		if c := challengeOf(t, read(auth), "token "+auth); c != want {
+			t.Errorf("token %q: WWW-Authenticate %q, want %q", auth, c, want)
+		}
+	}
+	base := strings.TrimSuffix(o.MCP, "/mcp")
+	for _, path := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"} {
+		if code, body := fetch(t, http.MethodGet, base+path, nil); code != http.StatusNotFound {
+			t.Errorf("GET %s: HTTP %d %s, want 404", path, code, body)
+		}
 	}
 }

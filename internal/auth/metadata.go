@@ -48,12 +48,25 @@ func (res Resource) MetadataURL(r *http.Request) string {
 	return u.Scheme + "://" + u.Host + MetadataPath + path
 }
 
+// Published reports whether there is a metadata document to serve: only
+// when it names an authorization server. Static tokens alone are API keys
+// an operator hands out; a document naming no server (or a made-up one)
+// would send an MCP client into a discovery that cannot end in a token.
+func (res Resource) Published() bool { return len(res.AuthorizationServers) > 0 }
+
 // Challenge is the WWW-Authenticate value of a 401: where to learn how to
-// get a token, and, when the caller sent one, that it was refused.
+// get a token (when the metadata is published), and, when the caller sent
+// one, that it was refused (RFC 6750 §3).
 func (res Resource) Challenge(r *http.Request, invalid bool) string {
-	c := `Bearer resource_metadata="` + res.MetadataURL(r) + `"`
+	c := "Bearer"
+	if res.Published() {
+		c += ` resource_metadata="` + res.MetadataURL(r) + `"`
+	}
 	if invalid {
-		c += `, error="invalid_token"`
+		if res.Published() {
+			c += ","
+		}
+		c += ` error="invalid_token"`
 	}
 	return c
 }

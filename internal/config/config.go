@@ -191,7 +191,7 @@ type JWT struct {
 // MetadataServers are the authorization servers the protected resource
 // metadata names: authorization_servers, or else the JWT issuer, the one
 // server whose tokens are accepted. The MCP authorization spec wants at
-// least one; validate reports a configuration that gives none.
+// least one; with static tokens alone there is none, and no metadata.
 func (a Auth) MetadataServers() []string {
 	if len(a.AuthorizationServers) > 0 || a.JWT.Issuer == "" {
 		return a.AuthorizationServers

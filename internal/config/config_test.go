@@ -70,7 +70,7 @@ func TestParseProblemsNamePaths(t *testing.T) {
 		{"auth: {jwt: {issuer: https://i, jwks_url: http://idp.example.com/jwks}}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.jwt.jwks_url: must be https"},
 		{"auth: {jwt: {issuer: https://i, audiences: [a]}}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.jwt: needs exactly one of jwks_url and jwks_file"},
 		{"auth: {jwt: {audiences: [a]}}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.jwt.issuer: is required"},
-		{"auth: {bearer_tokens: [static-token-0123456789]}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.authorization_servers: must name at least one authorization server"},
+		{"auth: {bearer_tokens: [static-token-0123456789], jwt: {issuer: my-idp, audiences: [x], jwks_url: \"https://idp/jwks\"}}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.authorization_servers: must name at least one authorization server"},
 		{"sessions: {max: 10, max_per_principal: 11}\nupstreams: [{name: a, url: http://x/mcp}]", "sessions.max_per_principal: must be at least 1 and at most sessions.max (10)"},
 		{"upstreams: [{name: a, url: http://x/mcp, oauth: {mode: user}}]", "upstreams[0].oauth.mode: user keeps a token per principal, so it needs downstream authentication"},
 		{"auth: {bearer_tokens: [static-token-0123456789], authorization_servers: [https://as]}\nupstreams: [{name: a, url: http://x/mcp, oauth: {mode: user}}]", "public_url: is required with an upstream of oauth mode user"},

@@ -171,9 +171,21 @@ func (t *ToolCache) validate(bad complain, maxTTL time.Duration) {
 	}
 }
 
-// toolCacheWarnings are the tool caches that can hold nothing: with
-// neither the memory tier nor Redis, there is nowhere to keep a result.
+// toolCacheWarnings are the tool caches that are likely mistakes: a
+// public one on an upstream given the caller's own credential, which then
+// answers each caller as themselves, unless it answers everyone alike
+// (oauth mode user, which certainly does, is refused: validateOAuth); and
+// those that can hold nothing: with neither the memory tier nor Redis,
+// there is nowhere to keep a result.
 func (c *Config) toolCacheWarnings(ws *problems) {
+	for i, u := range c.Upstreams {
+		for _, h := range u.ForwardHeaders {
+			if u.ToolCache.TTL > 0 && u.ToolCache.Scope == "public" && slices.ContainsFunc(c.Cache.CredentialHeaders, func(c string) bool { return strings.EqualFold(c, h) }) {
+				ws.add(fmt.Sprintf("upstreams[%d].tool_cache.scope", i), "public, though the upstream is given the caller's %s (forward_headers): one caller's results are served to every caller; make it private unless the upstream answers everyone alike", h)
+				break
+			}
+		}
+	}
 	if *c.Cache.Memory.MaxBytes > 0 || c.Cache.Redis.Enabled() {
 		return
 	}

@@ -33,6 +33,9 @@ func (c *Config) validateOAuth(ps *problems) {
 			if !c.Auth.Enabled() {
 				ps.add(at+".mode", "user keeps a token per principal, so it needs downstream authentication (auth)")
 			}
+			if u.ToolCache.Scope == "public" {
+				ps.add(fmt.Sprintf("upstreams[%d].tool_cache.scope", i), "must be private with oauth mode user: the upstream answers each user as themselves, and a public entry would serve one user's results to everyone")
+			}
 		case OAuthClientCredentials:
 			if o.ClientID == "" {
 				ps.add(at+".client_id", "is required with mode client_credentials")

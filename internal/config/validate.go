@@ -621,18 +621,16 @@ func (a *Auth) validate(ps *problems) {
 
 // validateMetadataServers wants the protected resource metadata to name an
 // authorization server, as the MCP authorization spec does, wherever
-// callers present tokens: static tokens name none, and the JWT issuer
-// stands in only if it is a URL. Client certificates need no token.
+// callers present tokens an authorization server issues: the JWT issuer
+// stands in only if it is a URL. Static tokens alone are API keys no
+// server issues: no metadata is published for them (auth.Resource). Client
+// certificates need no token.
 func (a *Auth) validateMetadataServers(ps *problems) {
-	if len(a.AuthorizationServers) > 0 || !a.Enabled() || a.PrincipalFrom == PrincipalFromClientCert {
+	if len(a.AuthorizationServers) > 0 || a.JWT.Issuer == "" || a.PrincipalFrom == PrincipalFromClientCert {
 		return
 	}
-	const why = "must name at least one authorization server: the protected resource metadata tells MCP clients where to get a token"
-	switch {
-	case a.JWT.Issuer == "":
-		ps.add("auth.authorization_servers", "%s (with auth.jwt it is the issuer; with static tokens only, name the server that issues them)", why)
-	case secureURLProblem(a.JWT.Issuer) != "":
-		ps.add("auth.authorization_servers", "%s (it would be auth.jwt.issuer, but %q is not an https URL)", why, a.JWT.Issuer)
+	if secureURLProblem(a.JWT.Issuer) != "" {
+		ps.add("auth.authorization_servers", "must name at least one authorization server: the protected resource metadata tells MCP clients where to get a token (it would be auth.jwt.issuer, but %q is not an https URL)", a.JWT.Issuer)
 	}
 }
 

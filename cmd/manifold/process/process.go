@@ -214,7 +214,7 @@ func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
 	mux.Handle(frontend.SSEStreamPath, frontend.Chain(sse.Stream(), links...))
 	mux.Handle(frontend.SSEMessagesPath, frontend.Chain(sse.Messages(), links...))
 	p.mountEndpoints(mux, legacy, sse)
-	if p.auth.Enabled() {
+	if p.auth.Enabled() && p.resource.Published() {
 		// Open to all: it is how a client learns where to get a token.
 		metadata := frontend.Chain(p.resource, frontend.CheckHost(p.cfg.AllowedHosts))
 		mux.Handle(auth.MetadataPath, metadata)
