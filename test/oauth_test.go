@@ -277,7 +277,7 @@ func TestOAuthTokensSharedAndSealed(t *testing.T) {
 // asked again.
 func TestOAuthRefresh(t *testing.T) {
 	is, as := newIssuer(t), newAuthServer(t)
-	as.expiresIn = 61 // due for a refresh a second after it was issued
+	as.expiresIn = 3 // due for a refresh at four fifths of its lifetime
 	p := oauthProxy(t, is, as, "")
 	alice := is.mint("rsa-1", claims{"sub": "alice"})
 	authorize(t, p.URL, alice, "alice-at-crm")

@@ -567,11 +567,10 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 }
 
 // callerMustAct reports a failure that says nothing of the server's
-// health: its caller must act first (consent to the server's use on its
-// behalf).
+// health: the request was never sent, for want of its caller's
+// authorization (a consent to give, or a token that could not be had).
 func callerMustAct(err error) bool {
-	_, consent := oauth.IsConsent(err)
-	return consent
+	return oauth.Unsent(err)
 }
 
 // forget drops s if it is still current, so the next call negotiates again.

@@ -53,7 +53,7 @@ func (c *Client) consent(ctx context.Context, principal string, d *discovery, sc
 	state, verifier := randomToken(), randomToken()
 	p := pending{Upstream: c.o.Upstream, Digest: c.digest, Principal: principal, Verifier: verifier, Issuer: d.server.Issuer,
 		IssParam: d.server.IssParameterSupported, Scopes: scopes, Resource: d.resource, Token: d.server.TokenEndpoint, Reg: reg}
-	if err := c.save(ctx, pendingKey(state), "", p, pendingTTL); err != nil {
+	if _, err := c.save(ctx, pendingKey(state), "", p, 1, pendingTTL); err != nil { // a key of its own: one version
 		return nil, fmt.Errorf("keeping the pending authorization: %w", err)
 	}
 	q := url.Values{}
@@ -129,11 +129,11 @@ var (
 // spending it, so the process can hand the callback to that upstream's
 // client; ok is false for a state nobody issued.
 func PendingUpstream(ctx context.Context, store Store, secret []byte, state string) (upstream string, ok bool) {
-	b, err := store.Get(ctx, pendingKey(state))
+	rec, err := store.Get(ctx, pendingKey(state))
 	if err != nil {
 		return "", false
 	}
-	v, err := newSealer(secret).Open("", pendingKey(state), b)
+	v, err := newSealer(secret).Open("", pendingKey(state), rec.Value)
 	if err != nil {
 		return "", false
 	}
@@ -177,7 +177,13 @@ func (c *Client) Callback(ctx context.Context, q url.Values) error {
 	if len(g.Scopes) == 0 {
 		g.Scopes = p.Scopes
 	}
-	return c.keep(ctx, p.Principal, g)
+	var prev int64
+	if old := c.held.get(p.Principal); old != nil {
+		prev = old.Version
+	}
+	g.Version = nextVersion(prev)
+	c.keep(ctx, p.Principal, g)
+	return nil
 }
 
 // checkIssuer is RFC 9207: the iss of the response is the issuer asked,

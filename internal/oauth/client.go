@@ -29,9 +29,13 @@ type Client struct {
 	base   http.RoundTripper
 
 	refresh singleflight.Group // one refresh (or client_credentials grant) per principal
+	held    *held              // the grants this replica holds, in front of the store
 
-	mu     sync.Mutex
-	grants map[string]*grant // principal → its grant, in front of the store
+	mu       sync.Mutex
+	flushing bool // flushSoon's loop runs
+	closed   bool
+	done     chan struct{} // closed by Close: flushSoon's loop ends
+	flushes  sync.WaitGroup
 	// stepUps counts, per principal, the consents asked for more scope
 	// since its last request the server accepted.
 	stepUps map[string]int
@@ -47,10 +51,6 @@ type askedConsent struct {
 	until  time.Time
 }
 
-// maxGrantsInMemory bounds the grants a replica keeps in front of the
-// store; past it, the map starts again (the store still has them).
-const maxGrantsInMemory = 100_000
-
 // New returns the client of o.Upstream; secret seals what it stores (it
 // must be the same on every replica that shares the store).
 func New(o Options, secret []byte) *Client {
@@ -60,11 +60,33 @@ func New(o Options, secret []byte) *Client {
 	if o.HTTP == nil {
 		o.HTTP = http.DefaultClient
 	}
+	hc := *o.HTTP
+	hc.CheckRedirect = checkRedirect
+	o.HTTP = &hc
 	if o.ClientName == "" {
 		o.ClientName = "Manifold"
 	}
 	return &Client{o: o, log: o.Logger.With("upstream", o.Upstream), sealer: newSealer(secret), digest: configDigest(o),
-		grants: map[string]*grant{}, stepUps: map[string]int{}, asked: map[string]askedConsent{}}
+		held: newHeld(), done: make(chan struct{}), stepUps: map[string]int{}, asked: map[string]askedConsent{}}
+}
+
+// maxRedirects bounds the redirects of a metadata fetch.
+const maxRedirects = 5
+
+// checkRedirect is the redirect policy of every request the client makes
+// of an authorization server: a POST (registration, a token request,
+// carrying codes, verifiers, secrets and refresh tokens) is never sent on,
+// its redirect being the answer; a GET (metadata) follows a few redirects,
+// each to a URL discovery itself would accept (https, or http on a
+// loopback host).
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	switch {
+	case via[0].Method != http.MethodGet:
+		return http.ErrUseLastResponse
+	case len(via) >= maxRedirects:
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	return secure("a redirect", req.URL.String())
 }
 
 // configDigest names a configuration: a reload that changes it leaves the
@@ -117,26 +139,27 @@ func Principal(ctx context.Context) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// save seals v (as JSON) for principal under key.
-func (c *Client) save(ctx context.Context, key, principal string, v any, ttl time.Duration) error {
+// save seals v (as JSON) for principal under key, at version: stored is
+// false when the store holds a version at least as new.
+func (c *Client) save(ctx context.Context, key, principal string, v any, version int64, ttl time.Duration) (stored bool, err error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return false, err
 	}
 	sealed, err := c.sealer.Seal(principal, key, b)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return c.o.Store.Set(ctx, key, sealed, ttl)
+	return c.o.Store.Put(ctx, key, Versioned{Value: sealed, Version: version}, ttl)
 }
 
 // load opens what save stored under key for principal.
 func (c *Client) load(ctx context.Context, key, principal string, v any) error {
-	b, err := c.o.Store.Get(ctx, key)
+	rec, err := c.o.Store.Get(ctx, key)
 	if err != nil {
 		return err
 	}
-	return c.open(b, key, principal, v)
+	return c.open(rec.Value, key, principal, v)
 }
 
 // take is load, once.
@@ -161,14 +184,38 @@ func (c *Client) grantKey(principal string) string {
 	return "tok:" + c.o.Upstream + ":" + c.digest + ":" + principal
 }
 
-// Forget drops every token this replica holds in memory (the store's
-// expire on their own) and closes its idle connections: for a reload that
-// replaced or removed the client, or a stop.
-func (c *Client) Forget() {
+// Close stops the client, for a reload that replaced or removed it, or a
+// stop: the grants the store has not taken are tried once more (within
+// ctx), its idle connections are closed, and what it holds is dropped.
+func (c *Client) Close(ctx context.Context) {
 	c.mu.Lock()
-	c.grants = map[string]*grant{}
+	if !c.closed {
+		c.closed = true
+		close(c.done)
+	}
 	c.mu.Unlock()
+	c.flushes.Wait()
+	if left := c.flush(ctx); left > 0 {
+		c.log.Warn("oauth: the token store did not take every grant before the client closed; those users will be asked again", "grants", left)
+	}
+	c.held.takeOver(newHeld())      // dropped
 	c.o.HTTP.CloseIdleConnections() // its connections go with what it held
+}
+
+// TakeOver makes c hold what old held, when old is a client of the same
+// configuration (a reload replaced the upstream for another reason): its
+// grants, those the store has not taken included, and the refresh tokens
+// it knows spent. It reports whether it did; old is then Closed with
+// nothing left to store.
+func (c *Client) TakeOver(old *Client) bool {
+	if old == nil || old.digest != c.digest {
+		return false
+	}
+	c.held.takeOver(old.held)
+	if len(c.held.toSave()) > 0 {
+		c.flushSoon()
+	}
+	return true
 }
 
 // stepUp counts a consent for more scope; it reports false past the bound.

@@ -100,6 +100,10 @@ func TestDeadRegistrationIsForgotten(t *testing.T) {
 	if first.Get("client_id") != "client-1" {
 		t.Fatalf("first consent as %q", first.Get("client_id"))
 	}
+	var dead registration
+	if err := c.load(ctx, c.registrationKey(srv.URL), "", &dead); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Callback(ctx, url.Values{"state": {first.Get("state")}, "code": {"c"}}); err == nil {
 		t.Fatal("the exchange under a client the server no longer knows succeeded")
 	}
@@ -109,5 +113,11 @@ func TestDeadRegistrationIsForgotten(t *testing.T) {
 	}
 	if err := c.Callback(ctx, url.Values{"state": {second.Get("state")}, "code": {"c"}}); err != nil {
 		t.Errorf("the exchange under the new registration: %v", err)
+	}
+	// A late refusal under the dead registration (another replica's
+	// exchange) forgets it alone, never the one made since.
+	c.forgetDeadClient(ctx, dead, "invalid_client")
+	if third := consent(); third.Get("client_id") != "client-2" {
+		t.Errorf("after a late refusal of client-1, the consent is as %q; want client-2 kept", third.Get("client_id"))
 	}
 }

@@ -21,10 +21,15 @@
 //
 // What the client must remember (registrations per issuer, pending
 // authorizations, tokens per principal) lives in a Store: in process, or in
-// Redis for every replica, each value sealed with a key of its own
-// principal's. Tokens are refreshed before they expire and after the
-// server refuses them, dropped when the refresh fails, and never logged,
-// forwarded to another upstream or shown to a caller.
+// Redis for every replica (guarded by a bounded wait and a breaker), each
+// value sealed with a key of its own principal's and versioned, the store
+// comparing versions as it writes or drops. In front of it, each replica
+// holds the newest grant it knows per principal (held.go), so that a grant
+// the store could not take is neither lost nor replaced by the older one
+// still stored, and a rotated refresh token is never sent again. Tokens are
+// refreshed before they expire and after the server refuses them, dropped
+// when the authorization server itself refuses the refresh, and never
+// logged, forwarded to another upstream or shown to a caller.
 package oauth
 
 import (

@@ -20,6 +20,10 @@ type registration struct {
 	// AuthMethod is how the client authenticates at the token endpoint:
 	// client_secret_basic, client_secret_post, none, private_key_jwt.
 	AuthMethod string `json:"auth"`
+	// Version is a dynamic registration's, in the store (when it was
+	// made): only the registration found dead is forgotten, never one
+	// made again since.
+	Version int64 `json:"ver,omitempty"`
 }
 
 // register returns the client's registration with as, in the order the
@@ -45,7 +49,8 @@ func (c *Client) register(ctx context.Context, as *serverMetadata) (registration
 	if err != nil {
 		return registration{}, err
 	}
-	if err := c.save(ctx, key, "", reg, registrationTTL); err != nil {
+	reg.Version = time.Now().UnixNano()
+	if _, err := c.save(ctx, key, "", reg, reg.Version, registrationTTL); err != nil {
 		c.log.Warn("oauth: keeping a registration failed; the next one registers again", "err", err)
 	}
 	return reg, nil
@@ -58,14 +63,15 @@ func (c *Client) registrationKey(issuer string) string { return "reg:" + c.diges
 // endpoint answered code invalid_client (RFC 6749 §5.2: the server does not
 // know the client, or no longer): the next consent registers again, on
 // every replica, instead of sending users to a dead client id until the
-// kept registration expires. A configured client id is the operator's to
+// kept registration expires; only that registration, never one another
+// replica has made since. A configured client id is the operator's to
 // mend, and is not registered dynamically.
 func (c *Client) forgetDeadClient(ctx context.Context, reg registration, code string) {
 	if code != "invalid_client" || c.o.ClientID != "" || reg.ClientID == c.o.MetadataURL {
 		return
 	}
 	c.log.Warn("oauth: the authorization server no longer knows Manifold's registration; the next consent registers again", "issuer", reg.Issuer)
-	_ = c.o.Store.Delete(ctx, c.registrationKey(reg.Issuer))
+	_ = c.o.Store.Drop(ctx, c.registrationKey(reg.Issuer), reg.Version)
 }
 
 // registrationTTL is how long a dynamic registration is kept.

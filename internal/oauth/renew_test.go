@@ -3,6 +3,9 @@ package oauth
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -20,10 +23,9 @@ func renewFixture(t *testing.T, answer http.HandlerFunc) (*Client, *grant) {
 	srv := httptest.NewServer(answer)
 	t.Cleanup(srv.Close)
 	c := New(Options{Upstream: "crm", Resource: srv.URL + "/mcp", Mode: ModeUser, HTTP: srv.Client(), Store: NewMemoryStore()}, []byte("secret-0123456789"))
-	g := &grant{Access: "old", Refresh: "r1", Expires: time.Now().Add(10 * time.Second), Resource: srv.URL + "/mcp", Token: srv.URL + "/token", Reg: registration{ClientID: "m", AuthMethod: "none"}}
-	if err := c.keep(context.Background(), "alice", g); err != nil {
-		t.Fatal(err)
-	}
+	g := &grant{Access: "old", Refresh: "r1", Expires: time.Now().Add(10 * time.Second), Resource: srv.URL + "/mcp", Token: srv.URL + "/token",
+		Reg: registration{ClientID: "m", AuthMethod: "none"}, Version: nextVersion(0)}
+	c.keep(context.Background(), "alice", g)
 	return c, g
 }
 
@@ -71,7 +73,7 @@ func TestRefreshDropsOnlyWhatTheServerRefused(t *testing.T) {
 		w.WriteHeader(http.StatusBadRequest)
 		fmt.Fprint(w, `{"error":"invalid_grant"}`)
 	})
-	ug := unavailable.grants["alice"]
+	ug := unavailable.held.get("alice")
 	if got, err := unavailable.renew(context.Background(), "alice", ug); err == nil || got != nil {
 		t.Errorf("refresh against a 503: %+v, %v; want an error", got, err)
 	}
@@ -119,9 +121,7 @@ func TestReplicasShareARotatedRefresh(t *testing.T) {
 	}
 	a, b := replica(), replica()
 	due := &grant{Access: "a1", Refresh: "r1", Expires: time.Now().Add(refreshAhead + 500*time.Millisecond), Resource: srv.URL + "/mcp", Token: srv.URL + "/token", Reg: registration{ClientID: "m", AuthMethod: "none"}}
-	if err := a.keep(context.Background(), "alice", due); err != nil {
-		t.Fatal(err)
-	}
+	a.keep(context.Background(), "alice", due)
 	for _, c := range []*Client{a, b} {
 		if g, err := c.current(context.Background(), "alice"); err != nil || g == nil {
 			t.Fatalf("loading the grant: %+v, %v", g, err)
@@ -148,10 +148,8 @@ func TestReplicasShareARotatedRefresh(t *testing.T) {
 	current = "revoked"
 	mu.Unlock()
 	spent := *gb
-	spent.Expires = time.Now().Add(10 * time.Second)
-	if err := a.keep(context.Background(), "alice", &spent); err != nil {
-		t.Fatal(err)
-	}
+	spent.Issued, spent.Expires, spent.Version = time.Time{}, time.Now().Add(10*time.Second), nextVersion(gb.Version)
+	a.keep(context.Background(), "alice", &spent)
 	if g, err := a.current(context.Background(), "alice"); err != nil || g != nil {
 		t.Errorf("a refused refresh: %+v, %v; want the grant dropped", g, err)
 	}
@@ -209,4 +207,148 @@ func TestRefusalKeepsNoToken(t *testing.T) {
 			t.Errorf("a refusal of %d bytes told in %d bytes (valid UTF-8: %v); want it bounded, whole characters", len(body), len(err.Error()), utf8.ValidString(err.Error()))
 		}
 	}
+}
+
+// A token living less than a minute is refreshed a fifth of its lifetime
+// before it expires, not on every request (with the minute ahead of a
+// long-lived token, it would be due as soon as it was issued).
+func TestShortLivedTokenIsNotRefreshedEachRequest(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	srv := tokenServer(t, func(w http.ResponseWriter, _ string) {
+		mu.Lock()
+		n++
+		fmt.Fprintf(w, `{"access_token":"a%d","token_type":"Bearer","expires_in":2,"refresh_token":"r%d"}`, n, n)
+		mu.Unlock()
+	})
+	c := srv.client(NewMemoryStore())
+	ctx := context.Background()
+	stale := srv.grant("a0", "r0")
+	stale.Expires = time.Now()
+	c.keep(ctx, "alice", stale)
+	for range 10 {
+		if g, err := c.current(ctx, "alice"); err != nil || g == nil || g.Access != "a1" {
+			t.Fatalf("with a two-second token: %+v, %v; want a1, refreshed once", g, err)
+		}
+	}
+	time.Sleep(1700 * time.Millisecond) // past four fifths of its lifetime
+	if g, _ := c.current(ctx, "alice"); g == nil || g.Access != "a2" {
+		t.Errorf("at 1.7 s of a 2 s token: %+v; want it refreshed", g)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d refreshes, want 2", n)
+	}
+}
+
+// A token endpoint that answers with a redirect is never followed by a
+// POST: the place it points to (here an address discovery would refuse)
+// gets neither the code and PKCE verifier, nor a refresh token, nor the
+// client's secret. And a redirect is no refusal of the authorization
+// server's: the grant is kept. A metadata GET follows a redirect only to
+// a URL discovery accepts.
+func TestTokenEndpointRedirectsAreNotFollowed(t *testing.T) {
+	var sunk sync.Map
+	sink := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		sunk.Store(r.Method+" "+r.URL.Path+" "+string(b)+" "+r.Header.Get("Authorization"), true)
+		refuse(w, "invalid_grant")
+	}))
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink.Listener = l
+	sink.Start()
+	t.Cleanup(sink.Close)
+	elsewhere := "http://0.0.0.0:" + fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+	for _, status := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusFound} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, elsewhere+r.URL.Path, status)
+		}))
+		t.Cleanup(srv.Close)
+		c := New(Options{Upstream: "crm", Resource: srv.URL + "/mcp", Mode: ModeUser, HTTP: srv.Client(), Store: NewMemoryStore()}, []byte("secret-0123456789"))
+		g := &grant{Access: "a1", Refresh: "rt-secret", Expires: time.Now(), Resource: srv.URL + "/mcp", Token: srv.URL + "/token",
+			Reg: registration{ClientID: "m", ClientSecret: "client-secret", AuthMethod: "client_secret_post"}, Version: nextVersion(0)}
+		c.keep(context.Background(), "alice", g)
+		if got, err := c.current(context.Background(), "alice"); err == nil || got != nil {
+			t.Errorf("a refresh answered %d: %+v, %v; want it failed", status, got, err)
+		}
+		if c.held.get("alice") == nil {
+			t.Errorf("a refresh answered %d dropped the grant", status)
+		}
+		form := url.Values{"grant_type": {"authorization_code"}, "code": {"the-code"}, "code_verifier": {"the-verifier"}}
+		if _, err := c.requestToken(context.Background(), g.Token, g.Reg, form); err == nil {
+			t.Errorf("a code exchange answered %d succeeded", status)
+		}
+		var m serverMetadata
+		if _, err := c.getJSON(context.Background(), srv.URL+"/.well-known/oauth-authorization-server", &m); err == nil || !strings.Contains(err.Error(), "not https") {
+			t.Errorf("metadata redirected (%d) to %s: %v; want refused as not https", status, elsewhere, err)
+		}
+	}
+	sunk.Range(func(k, _ any) bool {
+		t.Errorf("the redirect's target got %q", k)
+		return true
+	})
+}
+
+// Only the authorization server's own refusal drops a grant: a 400 page of
+// something in between, which is no RFC 6749 error, keeps it.
+func TestOnlyARefusalDropsTheGrant(t *testing.T) {
+	for _, body := range []string{`<html>Bad Request</html>`, `{"message":"bad gateway config"}`, `{"error":"invalid_request"}`} {
+		srv := tokenServer(t, func(w http.ResponseWriter, _ string) {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, body)
+		})
+		c := srv.client(NewMemoryStore())
+		g := srv.grant("a1", "r1")
+		c.keep(context.Background(), "alice", g)
+		if got, err := c.renew(context.Background(), "alice", g); err == nil || got != nil {
+			t.Errorf("a 400 of %s: %+v, %v; want a failure", body, got, err)
+		}
+		if c.held.get("alice") == nil {
+			t.Errorf("a 400 of %s dropped the grant", body)
+		}
+	}
+}
+
+// A refusal's description that echoes a token is logged without it: the
+// error code is logged, and the description with anything token-shaped
+// taken out.
+func TestRefusalLogHoldsNoToken(t *testing.T) {
+	const secret = "8xQ2mZ_4kLw9VtR3pYs7NbHc"
+	srv := tokenServer(t, func(w http.ResponseWriter, _ string) {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, `{"error":"invalid_grant","error_description":"refresh token %s is expired; eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2lnbmF0dXJl was revoked"}`, secret)
+	})
+	var logs strings.Builder
+	var mu sync.Mutex
+	c := New(Options{Upstream: "crm", Resource: srv.URL + "/mcp", Mode: ModeUser, HTTP: srv.Client(), Store: NewMemoryStore(),
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))}, []byte("secret-0123456789"))
+	g := srv.grant("a1", "r1")
+	c.keep(context.Background(), "alice", g)
+	if got, err := c.renew(context.Background(), "alice", g); err != nil || got != nil {
+		t.Fatalf("a refusal: %+v, %v", got, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	out := logs.String()
+	if strings.Contains(out, secret) || strings.Contains(out, "eyJ") {
+		t.Errorf("the log holds the echoed token:\n%s", out)
+	}
+	if !strings.Contains(out, "invalid_grant") || !strings.Contains(out, "is expired") {
+		t.Errorf("the log does not say what was refused:\n%s", out)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -24,15 +24,20 @@ import (
 type grant struct {
 	Access   string       `json:"a"`
 	Refresh  string       `json:"r,omitempty"`
+	Issued   time.Time    `json:"i,omitzero"` // when the server answered
 	Expires  time.Time    `json:"e,omitzero"` // zero: the server did not say
 	Scopes   []string     `json:"s,omitempty"`
 	Resource string       `json:"res"` // what it is for (RFC 8707)
 	Token    string       `json:"t"`   // the token endpoint
 	Reg      registration `json:"g"`
+	// Version orders a principal's grants: a refresh's is above the one
+	// it refreshed, a new consent's above any before it (see nextVersion).
+	Version int64 `json:"v,omitempty"`
 }
 
-// refreshAhead is how long before its expiry a token is refreshed, and
-// refreshTimeout how long a refresh may take.
+// refreshAhead is how long before its expiry a token is refreshed at most
+// (a short-lived one, a fifth of its lifetime before), and refreshTimeout
+// how long a refresh may take.
 const (
 	refreshAhead   = time.Minute
 	refreshTimeout = 30 * time.Second
@@ -41,56 +46,87 @@ const (
 // maxLifetime bounds the lifetime a token endpoint states (expires_in).
 const maxLifetime = 365 * 24 * time.Hour
 
-// refusedError is a token endpoint's refusal (RFC 6749 §5.2), as opposed
-// to a failure to reach it.
-type refusedError struct{ err error }
-
-func (e *refusedError) Error() string { return e.err.Error() }
-func (e *refusedError) Unwrap() error { return e.err }
-
 // grantKeep is how long a grant without a known end is kept.
 const grantKeep = 90 * 24 * time.Hour
 
+// due reports whether g is to be refreshed: within refreshAhead of its
+// expiry, or of a fifth of its lifetime for a token living less than five
+// minutes (otherwise a token issued for under a minute would be due as
+// soon as it was issued, and refreshed on every request).
 func (g *grant) due(now time.Time) bool {
-	return !g.Expires.IsZero() && now.After(g.Expires.Add(-refreshAhead))
+	if g.Expires.IsZero() {
+		return false
+	}
+	ahead := refreshAhead
+	if !g.Issued.IsZero() {
+		ahead = min(ahead, g.Expires.Sub(g.Issued)/5)
+	}
+	return now.After(g.Expires.Add(-ahead))
 }
 
-// keep stores principal's grant, in memory and in the store.
-func (c *Client) keep(ctx context.Context, principal string, g *grant) error {
-	c.mu.Lock()
-	if len(c.grants) >= maxGrantsInMemory {
-		c.grants = map[string]*grant{}
+// nextVersion is the version of a grant replacing one of version prev:
+// above it, and above any grant issued before now on any replica (whose
+// clocks agree to well within the time between two refreshes).
+func nextVersion(prev int64) int64 { return max(prev+1, time.Now().UnixNano()) }
+
+// keep holds g, principal's newest grant, here and in the store. A grant
+// the store cannot take now (Redis failing) stays here, serving the
+// principal's requests, and is stored once the store is back (flushSoon):
+// the authorization server has issued it, and may have rotated away the
+// refresh token the store still holds.
+func (c *Client) keep(ctx context.Context, principal string, g *grant) *grant {
+	kept := c.held.put(principal, g)
+	if kept != g {
+		return kept // a newer grant came meanwhile
 	}
-	c.grants[principal] = g
-	c.mu.Unlock()
+	if err := c.store(ctx, principal, g); err != nil {
+		if c.held.unsave(principal, g) {
+			c.log.Warn("oauth: the token store cannot keep a grant now; it is held in memory and stored when the store is back", "err", err)
+			c.flushSoon()
+		} else {
+			c.log.Warn("oauth: the token store cannot keep a grant now, and too many wait for it; this one is held in memory only", "err", err)
+		}
+	}
+	return g
+}
+
+// store writes g to the store, unless it holds a newer grant.
+func (c *Client) store(ctx context.Context, principal string, g *grant) error {
 	ttl := grantKeep
 	if !g.Expires.IsZero() && g.Refresh == "" {
 		ttl = time.Until(g.Expires)
 	}
-	return c.save(ctx, c.grantKey(principal), principal, g, max(ttl, time.Second))
+	_, err := c.save(ctx, c.grantKey(principal), principal, g, g.Version, max(ttl, time.Second))
+	return err
 }
 
-// drop forgets principal's grant everywhere.
-func (c *Client) drop(ctx context.Context, principal string) {
-	c.mu.Lock()
-	delete(c.grants, principal)
-	c.mu.Unlock()
-	_ = c.o.Store.Delete(ctx, c.grantKey(principal))
+// drop forgets principal's grant g, here and in the store, unless a newer
+// one has replaced it.
+func (c *Client) drop(ctx context.Context, principal string, g *grant) {
+	c.held.remove(principal, g.Version)
+	_ = c.o.Store.Drop(ctx, c.grantKey(principal), g.Version)
+}
+
+// stored is principal's grant in the store, held here from now on.
+func (c *Client) stored(ctx context.Context, principal string) (*grant, error) {
+	var g grant
+	if err := c.load(ctx, c.grantKey(principal), principal, &g); err != nil {
+		return nil, err
+	}
+	return c.held.put(principal, &g), nil
 }
 
 // current returns principal's grant, refreshed first when it is due (once
-// for all its concurrent requests); nil when there is none.
+// for all its concurrent requests); nil when there is none. A store that
+// fails, when this replica holds nothing of the principal's, fails the
+// request rather than ask a user who has consented to consent again.
 func (c *Client) current(ctx context.Context, principal string) (*grant, error) {
-	c.mu.Lock()
-	g := c.grants[principal]
-	c.mu.Unlock()
+	g := c.held.get(principal)
 	if g == nil {
-		var stored grant
-		if err := c.load(ctx, c.grantKey(principal), principal, &stored); err == nil {
-			g = &stored
-			c.mu.Lock()
-			c.grants[principal] = g
-			c.mu.Unlock()
+		var err error
+		g, err = c.stored(ctx, principal)
+		if err != nil && !errors.Is(err, ErrNotFound) && c.o.Mode == ModeUser {
+			return nil, fmt.Errorf("upstream %s: reading the caller's token: %w", c.o.Upstream, err)
 		}
 	}
 	switch {
@@ -99,7 +135,7 @@ func (c *Client) current(ctx context.Context, principal string) (*grant, error) 
 	case g != nil && g.due(time.Now()) && g.Refresh != "":
 		return c.renew(ctx, principal, g)
 	case g != nil && !g.Expires.IsZero() && time.Now().After(g.Expires):
-		c.drop(ctx, principal)
+		c.drop(ctx, principal, g)
 		return nil, nil
 	}
 	return g, nil
@@ -108,17 +144,18 @@ func (c *Client) current(ctx context.Context, principal string) (*grant, error) 
 // renew replaces stale, refreshing it, or (client credentials) asking for
 // a new grant. A refresh the server refuses drops the grant, and the user
 // is asked again; one that cannot be had (the server unreachable or
-// failing) keeps it, and the request fails. The refresh is shared by the
-// principal's concurrent requests, so none of them leaving ends it, and
-// the grant it makes is stored under the flight's own context.
+// failing, or answering anything but a refusal) keeps it, and the request
+// fails. The refresh is shared by the principal's concurrent requests, so
+// none of them leaving ends it, and the grant it makes is kept under the
+// flight's own context.
 //
-// Another replica, or a request of this one's that saw stale earlier, may
-// have refreshed already: the store then holds a newer grant, and stale's
-// refresh token may be spent (servers rotate them, and may revoke the
-// whole grant when a spent one comes back). So the store is read first,
-// and a newer grant there is taken instead, refreshed only if it is due
-// itself; and a refusal drops the grant only if the store still holds the
-// one refused.
+// A newer grant than stale may exist: made by a request of this replica's
+// that saw stale earlier, or by another replica. Then stale's refresh
+// token may be spent (servers rotate them, and may revoke the whole grant
+// when a spent one comes back). So the newest grant is found first, here
+// then in the store, and refreshed only if it is due itself; a refresh
+// token known to be spent is never sent; and a refusal drops the grant
+// only while nothing newer has come.
 func (c *Client) renew(ctx context.Context, principal string, stale *grant) (*grant, error) {
 	v, err, _ := c.refresh.Do(principal, func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTimeout)
@@ -128,36 +165,21 @@ func (c *Client) renew(ctx context.Context, principal string, stale *grant) (*gr
 			if err != nil {
 				return nil, err
 			}
-			return c.kept(ctx, principal, g), nil
+			g.Version = nextVersion(0)
+			return c.keep(ctx, principal, g), nil
 		}
 		if newer := c.newer(ctx, principal, stale); newer != nil {
 			if !newer.due(time.Now()) {
-				return c.kept(ctx, principal, newer), nil
+				return newer, nil
 			}
 			stale = newer
 		}
-		form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {stale.Refresh}, "resource": {stale.Resource}}
-		g, err := c.requestToken(ctx, stale.Token, stale.Reg, form)
-		var refused *refusedError
-		if errors.As(err, &refused) {
-			if newer := c.newer(ctx, principal, stale); newer != nil {
-				return c.kept(ctx, principal, newer), nil // refreshed elsewhere meanwhile
-			}
-			c.log.Info("oauth: a refresh was refused; the user will be asked again", "err", err)
-			c.drop(ctx, principal)
+		if c.held.isSpent(stale.Refresh) {
+			c.log.Warn("oauth: the newest grant known holds a refresh token already spent; the user will be asked again rather than send it")
+			c.drop(ctx, principal, stale)
 			return (*grant)(nil), nil
 		}
-		if err != nil {
-			return nil, fmt.Errorf("refreshing the token: %w", err)
-		}
-		if g.Refresh == "" {
-			g.Refresh = stale.Refresh // the server keeps the one it issued
-		}
-		g.Resource = stale.Resource
-		if len(g.Scopes) == 0 {
-			g.Scopes = stale.Scopes
-		}
-		return c.kept(ctx, principal, g), nil
+		return c.refreshed(ctx, principal, stale)
 	})
 	if err != nil {
 		return nil, err
@@ -165,26 +187,53 @@ func (c *Client) renew(ctx context.Context, principal string, stale *grant) (*gr
 	return v.(*grant), nil
 }
 
-// newer is the grant the store holds for principal when it is not stale
-// (another access token), nil otherwise.
-func (c *Client) newer(ctx context.Context, principal string, stale *grant) *grant {
-	var stored grant
-	if err := c.load(ctx, c.grantKey(principal), principal, &stored); err != nil || stored.Access == stale.Access {
-		return nil
+// refreshed asks the token endpoint to refresh stale, the newest grant.
+func (c *Client) refreshed(ctx context.Context, principal string, stale *grant) (*grant, error) {
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {stale.Refresh}, "resource": {stale.Resource}}
+	g, err := c.requestToken(ctx, stale.Token, stale.Reg, form)
+	var refused *refusedError
+	if errors.As(err, &refused) && refused.dead() {
+		if newer := c.newer(ctx, principal, stale); newer != nil {
+			return newer, nil // refreshed elsewhere meanwhile
+		}
+		c.log.Info("oauth: a refresh was refused; the user will be asked again", "refusal", refused.refusal.String())
+		c.drop(ctx, principal, stale)
+		return nil, nil
 	}
-	return &stored
+	if err != nil {
+		return nil, fmt.Errorf("refreshing the token: %w", err)
+	}
+	if g.Refresh == "" {
+		g.Refresh = stale.Refresh // the server keeps the one it issued
+	} else if g.Refresh != stale.Refresh {
+		c.held.markSpent(stale.Refresh)
+	}
+	g.Resource = stale.Resource
+	if len(g.Scopes) == 0 {
+		g.Scopes = stale.Scopes
+	}
+	g.Version = nextVersion(stale.Version)
+	return c.keep(ctx, principal, g), nil
 }
 
-// kept is g (the flight's answer), kept here and in the store.
-func (c *Client) kept(ctx context.Context, principal string, g *grant) *grant {
-	if err := c.keep(ctx, principal, g); err != nil {
-		c.log.Warn("oauth: keeping a refreshed token failed", "err", err)
+// newer is principal's grant newer than stale, held here or (then held
+// here too) in the store; nil when there is none, or the store cannot say.
+func (c *Client) newer(ctx context.Context, principal string, stale *grant) *grant {
+	if g := c.held.get(principal); g != nil && g.Version > stale.Version {
+		return g
 	}
-	return g
+	if g, err := c.stored(ctx, principal); err == nil && g.Version > stale.Version {
+		return g
+	}
+	return nil
 }
 
 // requestToken posts form to the token endpoint, authenticated as reg
-// says, and reads the grant.
+// says, and reads the grant. A refusal (a *refusedError) is an answer of
+// the authorization server itself, RFC 6749 §5.2's: HTTP 400 or 401 with a
+// JSON error. Anything else that is not the grant (a redirect, which is
+// never followed; a 5xx; a page of a proxy in between) is a failure to
+// reach it, which says nothing of the grant.
 func (c *Client) requestToken(ctx context.Context, endpoint string, reg registration, form url.Values) (*grant, error) {
 	req, err := c.tokenRequest(ctx, endpoint, reg, form)
 	if err != nil {
@@ -197,11 +246,11 @@ func (c *Client) requestToken(ctx context.Context, endpoint string, reg registra
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxMetadataBytes))
 	if resp.StatusCode != http.StatusOK {
-		e := tokenError(body)
+		e, ok := tokenError(body)
 		err := fmt.Errorf("token request: HTTP %d: %s", resp.StatusCode, e)
-		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized {
+		if ok && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized) {
 			c.forgetDeadClient(ctx, reg, e.Error)
-			return nil, &refusedError{err} // RFC 6749 §5.2: the grant or the client is not accepted
+			return nil, &refusedError{refusal: e, err: err}
 		}
 		return nil, err
 	}
@@ -218,13 +267,36 @@ func (c *Client) requestToken(ctx context.Context, endpoint string, reg registra
 	if t.TokenType != "" && !strings.EqualFold(t.TokenType, "Bearer") {
 		return nil, fmt.Errorf("token request: token type %q, not Bearer", t.TokenType)
 	}
-	g := &grant{Access: t.AccessToken, Refresh: t.RefreshToken, Scopes: strings.Fields(t.Scope), Token: endpoint, Reg: reg}
+	now := time.Now()
+	g := &grant{Access: t.AccessToken, Refresh: t.RefreshToken, Scopes: strings.Fields(t.Scope), Token: endpoint, Reg: reg, Issued: now}
 	if t.ExpiresIn > 0 {
 		// Held to a year: a larger figure would overflow a Duration into
 		// the past, and a token is refreshed within a year anyway.
-		g.Expires = time.Now().Add(time.Duration(min(t.ExpiresIn, maxLifetime.Seconds()) * float64(time.Second)))
+		g.Expires = now.Add(time.Duration(min(t.ExpiresIn, maxLifetime.Seconds()) * float64(time.Second)))
 	}
 	return g, nil
+}
+
+// refusedError is a token endpoint's refusal (RFC 6749 §5.2), as opposed
+// to a failure to reach it.
+type refusedError struct {
+	refusal refusal
+	err     error
+}
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// dead reports whether the refusal says the grant can never be refreshed:
+// the grant or refresh token is invalid, expired or revoked, or the client
+// is unknown or may not refresh. Any other (a malformed request, a scope)
+// is the request's fault, not the grant's, and keeps it.
+func (e *refusedError) dead() bool {
+	switch e.refusal.Error {
+	case "invalid_grant", "invalid_client", "unauthorized_client", "unsupported_grant_type":
+		return true
+	}
+	return false
 }
 
 // refusal is a token endpoint's error answer, as RFC 6749 §5.2 has it.
@@ -234,15 +306,53 @@ type refusal struct {
 }
 
 // tokenError reads an error answer for what it may say: its error and
-// description (bounded), never the rest of the body, which may echo a
-// token.
-func tokenError(body []byte) refusal {
-	var e refusal
-	if json.Unmarshal(body, &e) != nil {
-		return refusal{Error: fmt.Sprintf("(an answer of %d bytes, not JSON)", len(body))}
+// description, bounded and with anything shaped like a token taken out,
+// never the rest of the body, which may echo a token. ok is false for an
+// answer that is no RFC 6749 error (not JSON, or naming none).
+func tokenError(body []byte) (e refusal, ok bool) {
+	if json.Unmarshal(body, &e) != nil || e.Error == "" {
+		return refusal{Error: fmt.Sprintf("(an answer of %d bytes, not an OAuth error)", len(body))}, false
 	}
-	e.Error, e.Description = cut(e.Error, 64), cut(e.Description, 200)
-	return e
+	e.Error, e.Description = cut(scrub(e.Error), 64), cut(scrub(e.Description), 200)
+	return e, true
+}
+
+// minTokenRun is the length from which a run of token characters in a
+// server's error text is taken for a token.
+const minTokenRun = 16
+
+// scrub is s with every run of at least minTokenRun characters that a
+// token is made of (base64url, base64, hex, a JWT's dots) replaced by
+// "[…]", unless it is only lower-case letters and underscores (a word, an
+// error code): a server that echoes a token in its description does not
+// get it logged.
+func scrub(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && tokenChar(s[j]) {
+			j++
+		}
+		switch {
+		case j == i:
+			b.WriteByte(s[i])
+			j++
+		case j-i >= minTokenRun && !wordish(s[i:j]):
+			b.WriteString("[…]")
+		default:
+			b.WriteString(s[i:j])
+		}
+		i = j
+	}
+	return b.String()
+}
+
+func tokenChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~+/=", c) >= 0
+}
+
+func wordish(s string) bool {
+	return strings.Trim(s, "abcdefghijklmnopqrstuvwxyz_") == ""
 }
 
 // cut is s, at most n bytes of it, ending on a whole character.

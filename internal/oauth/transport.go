@@ -22,7 +22,46 @@ type roundTripper struct {
 	base http.RoundTripper
 }
 
+// RoundTrip tells apart what failed at the server (an error of the base
+// transport, as it came) from what failed before anything was sent, an
+// *UnsentError.
 func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.authorized(req)
+	var sent *sendError
+	switch {
+	case err == nil:
+		return resp, nil
+	case errors.As(err, &sent):
+		return nil, sent.err
+	}
+	return nil, &UnsentError{Upstream: t.c.o.Upstream, Err: err}
+}
+
+// UnsentError is a request that was not sent: its caller's authorization
+// could not be had (its user must consent: a *ConsentRequired; or the
+// token store or the authorization server failed). It says nothing of the
+// upstream server's health.
+type UnsentError struct {
+	Upstream string
+	Err      error
+}
+
+func (e *UnsentError) Error() string { return e.Err.Error() }
+func (e *UnsentError) Unwrap() error { return e.Err }
+
+// Unsent reports whether err is an *UnsentError.
+func Unsent(err error) bool {
+	var u *UnsentError
+	return err != nil && errors.As(err, &u)
+}
+
+// sendError is the base transport's failure, told apart from the rest
+// inside RoundTrip.
+type sendError struct{ err error }
+
+func (e *sendError) Error() string { return e.err.Error() }
+
+func (t roundTripper) authorized(req *http.Request) (*http.Response, error) {
 	c := t.c
 	ctx := req.Context()
 	principal, err := c.principalOf(ctx)
@@ -41,7 +80,7 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	case resp.StatusCode == http.StatusUnauthorized && g != nil && c.o.Mode == ModeClientCredentials:
 		// Refused: a new grant, once.
 		drain(resp)
-		c.drop(ctx, principal)
+		c.drop(ctx, principal, g)
 		if g, err = c.renew(ctx, principal, nil); err != nil {
 			return nil, err
 		}
@@ -49,7 +88,10 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	case resp.StatusCode == http.StatusUnauthorized && g != nil && g.Refresh != "":
 		// Refused although not expired: refresh, and try once more.
 		drain(resp)
-		if g, _ = c.renew(ctx, principal, g); g != nil {
+		if g, err = c.renew(ctx, principal, g); err != nil {
+			return nil, err // the authorization server failed: that is no reason to ask the user
+		}
+		if g != nil {
 			if resp, err = t.send(req, g); err != nil || resp.StatusCode != http.StatusUnauthorized {
 				return resp, err
 			}
@@ -59,7 +101,7 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	case resp.StatusCode == http.StatusUnauthorized && c.o.Mode == ModeUser:
 		drain(resp)
 		if g != nil {
-			c.drop(ctx, principal)
+			c.drop(ctx, principal, g)
 		}
 		return nil, c.askConsent(ctx, principal, parseChallenge(resp.Header), nil)
 	case resp.StatusCode == http.StatusForbidden && c.o.Mode == ModeUser && g != nil:
@@ -92,7 +134,11 @@ func (t roundTripper) send(req *http.Request, g *grant) (*http.Response, error) 
 	if g != nil {
 		r.Header.Set("Authorization", "Bearer "+g.Access)
 	}
-	return t.base.RoundTrip(r)
+	resp, err := t.base.RoundTrip(r)
+	if err != nil {
+		return nil, &sendError{err}
+	}
+	return resp, nil
 }
 
 // askConsent discovers where the principal's user must consent (for the

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,6 +90,23 @@ func (s *Server) Stop() {
 	if s.proc != nil {
 		s.proc.kill()
 		s.proc = nil
+	}
+}
+
+// Pause stops the server's process (SIGSTOP) until Resume: its
+// connections stay open and it answers nothing, as a hung Redis does.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		if err := s.proc.cmd.Process.Signal(sig); err != nil {
+			s.t.Errorf("signal %v to redis-server on %s: %v", sig, s.Addr, err)
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/manifold-mcp/manifold/internal/breaker"
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/oauth"
 	"github.com/manifold-mcp/manifold/upstream"
@@ -44,21 +45,33 @@ func newOAuthClients(cfg *config.Config, log *slog.Logger) (*oauthClients, error
 	if err != nil {
 		return nil, err
 	}
-	if co.Redis != nil {
-		opts := co.Redis.Client
-		opts.ReadTimeout, opts.WriteTimeout = max(co.Redis.Timeout, time.Second), max(co.Redis.Timeout, time.Second)
-		o.rdb = redis.NewUniversalClient(&opts)
-		o.store = oauth.RedisStore{Client: o.rdb, Prefix: co.Redis.Prefix + "oauth:"}
+	if r := co.Redis; r != nil {
+		// A bounded wait and a breaker, as the cache has: with Redis hung,
+		// a request costs what memory holds, not a timeout each time.
+		brk := breaker.New(r.BreakerFailures, r.BreakerCooldown, func(open bool) {
+			if open {
+				log.Warn("oauth: the token store (Redis) is unavailable; grants held in memory serve until it recovers")
+			} else {
+				log.Info("oauth: the token store (Redis) recovered")
+			}
+		})
+		o.store, o.rdb = oauth.NewRedisStore(r.Client, r.Prefix+"oauth:", max(r.Timeout, 500*time.Millisecond), brk)
 	}
 	return o, nil
 }
 
-// close drops every client and closes the store's Redis client.
+// closeTimeout bounds how long a closing client may try to store the
+// grants its store has not taken.
+const closeTimeout = 2 * time.Second
+
+// close closes every client and the store's Redis client.
 func (c *oauthClients) close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
 	for name, old := range c.clients {
-		old.Forget()
+		old.Close(ctx)
 		delete(c.clients, name)
 	}
 	if c.rdb != nil {
@@ -103,21 +116,33 @@ func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.
 		o.PerPrincipal, o.KeyByPrincipal = true, true
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old := c.clients[uc.Name]; old != nil {
-		old.Forget()
-	}
+	old := c.clients[uc.Name]
 	c.clients[uc.Name] = client
+	c.mu.Unlock()
+	if old != nil {
+		// The same OAuth configuration keeps its grants, those the store
+		// has not taken yet included; another one starts afresh.
+		client.TakeOver(old)
+		closeClient(old)
+	}
 	return nil
+}
+
+// closeClient closes a replaced or removed client, within closeTimeout.
+func closeClient(old *oauth.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	old.Close(ctx)
 }
 
 // forget drops the client of an upstream that no longer has one.
 func (c *oauthClients) forget(name string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old := c.clients[name]; old != nil {
-		old.Forget()
-		delete(c.clients, name)
+	old := c.clients[name]
+	delete(c.clients, name)
+	c.mu.Unlock()
+	if old != nil {
+		closeClient(old)
 	}
 }
 
