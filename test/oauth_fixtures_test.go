@@ -76,11 +76,27 @@ func newSessionAuthServer(t *testing.T) *authServer {
 // newAuthServerOf is the authorization server in front of the MCP server
 // mcpServer makes.
 func newAuthServerOf(t *testing.T, mcpServer func(*authServer) http.Handler) *authServer {
-	a := &authServer{expiresIn: 3600, codes: map[string]authCode{}, access: map[string]string{}, refresh: map[string]string{}}
-	mux := http.NewServeMux()
-	srv := httptest.NewServer(mux)
+	a := &authServer{}
+	srv := httptest.NewServer(a.routes(mcpServer))
 	t.Cleanup(srv.Close)
 	a.URL, a.MCP = srv.URL, srv.URL+"/mcp"
+	return a
+}
+
+// newSwitchableAuthServer is newAuthServer on a switchable listener: the
+// test takes the authorization server and the MCP server down, and back on
+// the same address.
+func newSwitchableAuthServer(t *testing.T) (*authServer, *switchable) {
+	a := &authServer{}
+	s := newSwitchable(t, a.routes(func(*authServer) http.Handler { return modernHandler(whoamiServer()) }))
+	a.URL, a.MCP = "http://"+s.addr, s.URL()
+	return a, s
+}
+
+// routes serves a's endpoints, and the MCP server mcpServer makes on /mcp.
+func (a *authServer) routes(mcpServer func(*authServer) http.Handler) http.Handler {
+	a.expiresIn, a.codes, a.access, a.refresh = 3600, map[string]authCode{}, map[string]string{}, map[string]string{}
+	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, _ *http.Request) {
 		a.mu.Lock()
 		gate := a.gate
@@ -104,7 +120,7 @@ func newAuthServerOf(t *testing.T, mcpServer func(*authServer) http.Handler) *au
 	mux.HandleFunc("GET /authorize", a.authorize)
 	mux.HandleFunc("POST /token", a.token)
 	mux.Handle("/mcp", a.protect(mcpServer(a)))
-	return a
+	return mux
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

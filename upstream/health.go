@@ -125,6 +125,11 @@ func (h *health) outcome(err error) {
 		h.mu.Unlock()
 		return
 	}
+	if callerMustAct(err) {
+		// The server answered, with the challenge of a caller who has not
+		// consented yet: it is up, and that caller has to act, not it.
+		err = nil
+	}
 	var changed bool
 	st := Ready
 	if err == nil {

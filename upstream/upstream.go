@@ -90,8 +90,8 @@ type Options struct {
 	Authorize func(http.RoundTripper) http.RoundTripper
 	// PerPrincipal says the server is reached with each caller's own
 	// credential (Authorize, OAuth mode user): nothing is asked of it
-	// without a caller, so it is neither probed at start nor watched in
-	// the background.
+	// without a caller but its health (probe.go's knock), so it is not
+	// negotiated with at start nor watched in the background.
 	PerPrincipal bool
 	TLS          *tls.Config
 	// Retries is how many times an idempotent HTTP call is sent again
@@ -522,9 +522,7 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 		defer cancel()
 		s, err := u.negotiate(pctx)
 		if err != nil {
-			if !callerMustAct(err) {
-				u.health.failure(err)
-			}
+			u.health.failure(err) // a consent to ask for is the server's answer (health.outcome)
 			return nil, err
 		}
 		if u.o.PerPrincipal && s.ownedBy(pctx) {
@@ -554,9 +552,9 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 	}
 }
 
-// callerMustAct reports a failure that says nothing of the server's
-// health: its caller must act first (consent to the server's use on its
-// behalf).
+// callerMustAct reports a failure that is no failure of the server: it
+// answered, and its caller must act first (consent to the server's use on
+// its behalf).
 func callerMustAct(err error) bool {
 	_, consent := oauth.IsConsent(err)
 	return consent
@@ -808,17 +806,17 @@ func answerOf(ctx context.Context, q *jsonrpc.Message, ask mcp.Ask) *jsonrpc.Mes
 // StartWatching keeps a subscription on the upstream from now until Close:
 // list changes always, and the URIs given to Watch. Events go to
 // Options.OnEvent. While the server is down it is also probed, every
-// Options.ProbeInterval (probe.go).
+// Options.ProbeInterval (probe.go). A server reached per principal is
+// probed only: there is no caller to watch as.
 func (u *Upstream) StartWatching() {
-	if u.o.PerPrincipal {
-		return // no caller to watch as
-	}
-	u.w.watching.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	u.stopWatch = cancel
 	u.watchDone = make(chan struct{})
 	var loops sync.WaitGroup
-	loops.Go(func() { u.watchLoop(ctx) })
+	if !u.o.PerPrincipal {
+		u.w.watching.Store(true)
+		loops.Go(func() { u.watchLoop(ctx) })
+	}
 	loops.Go(func() { u.probeLoop(ctx) })
 	go func() {
 		loops.Wait()

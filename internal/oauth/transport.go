@@ -25,6 +25,9 @@ type roundTripper struct {
 func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := t.c
 	ctx := req.Context()
+	if c.o.Mode == ModeUser && probing(ctx) {
+		return t.send(req, nil) // no principal's: its challenge says the server is up
+	}
 	principal, err := c.principalOf(ctx)
 	if err != nil {
 		return nil, err
