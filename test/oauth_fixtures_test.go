@@ -1,6 +1,7 @@
 package test
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -22,11 +23,12 @@ import (
 // authServer is an OAuth authorization server and the MCP server it
 // protects, run by the test: RFC 8414 metadata, dynamic registration, an
 // authorization endpoint that approves at once for the user its browser
-// names (the X-Test-User header), a token endpoint that checks the code,
-// PKCE and the redirect, and issues opaque tokens with refresh tokens
-// (rotated on each refresh); and a go-sdk server whose tool whoami answers
-// with the user of the token it was called with, behind a bearer check
-// that answers 401 with the RFC 9728 challenge.
+// names (the X-Test-User header, else the one signed in), a token
+// endpoint that checks the code, PKCE and the redirect, and issues opaque
+// tokens with refresh tokens (rotated on each refresh); and a go-sdk
+// server whose tool whoami answers with the user of the token it was
+// called with, behind a bearer check that answers 401 with the RFC 9728
+// challenge.
 type authServer struct {
 	URL, MCP string
 
@@ -40,6 +42,10 @@ type authServer struct {
 	refreshes int
 	seen      []string // the tokens the MCP server was called with, in order
 	legacyBy  []string // the users of the requests it got in a legacy era (no Mcp-Method)
+	// authorizations counts the requests of its authorization endpoint;
+	// signedIn is the user a browser without X-Test-User is signed in as.
+	authorizations int
+	signedIn       string
 	// gate, when set, holds each request for the resource metadata until
 	// it is closed; held counts the requests that came.
 	gate chan struct{}
@@ -130,7 +136,10 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 func (a *authServer) authorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	user := r.Header.Get("X-Test-User")
+	a.mu.Lock()
+	a.authorizations++
+	user := cmp.Or(r.Header.Get("X-Test-User"), a.signedIn)
+	a.mu.Unlock()
 	if user == "" || q.Get("code_challenge_method") != "S256" || q.Get("resource") != a.MCP {
 		http.Error(w, "bad authorization request", http.StatusBadRequest)
 		return

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"html/template"
 	"log/slog"
 	"net/http"
 	"os"
@@ -96,7 +97,7 @@ func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.
 		Upstream: uc.Name, Resource: uc.URL, Mode: uc.OAuth.Mode,
 		ClientID: uc.OAuth.ClientID, ClientSecret: uc.OAuth.ClientSecret, PrivateKey: key,
 		MetadataURL: uc.OAuth.ClientMetadataURL, Scopes: uc.OAuth.Scopes,
-		RedirectURI: cfg.CallbackURL(), HTTP: hc, Store: c.store, Logger: c.log,
+		RedirectURI: cfg.CallbackURL(), ConnectURI: cfg.ConnectURL(), HTTP: hc, Store: c.store, Logger: c.log,
 	}, c.secret)
 	o.Authorize = client.Transport
 	if uc.OAuth.Mode == config.OAuthUser {
@@ -153,9 +154,7 @@ func privateKey(path string) (crypto.Signer, error) {
 // authorization is found by its state alone (and spent, whatever happens),
 // and the user is shown a short page.
 func (c *oauthClients) callback(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Referrer-Policy", "no-referrer")
+	pageHeaders(w)
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
 	q := r.URL.Query()
@@ -175,6 +174,95 @@ func (c *oauthClients) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	fmt.Fprintf(w, page, "Authorized", fmt.Sprintf("Manifold may now use %s on your behalf. You can close this page and return to your agent.", html.EscapeString(name)))
 }
+
+// connect is {public_url}/oauth/connect, the page a consent link opens. It
+// names the upstream and the principal the authorization is for, so that a
+// user forwarded another's link sees it is not theirs (whoever completes
+// it gives that principal their account), and goes on to the
+// authorization server only on a click: its form POSTs here, answered 303
+// there. A GET (a prefetch, a link preview) starts nothing, and a POST
+// from another site (a form that would skip the page) is refused.
+func (c *oauthClients) connect(w http.ResponseWriter, r *http.Request) {
+	pageHeaders(w)
+	state := r.URL.Query().Get("state")
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+	case http.MethodPost:
+		if err := sameSite.Check(r); err != nil {
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, page, "Not from this page", "Open the link your agent gave you, and continue from there.")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxConnectForm)
+		if err := r.ParseForm(); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, page, "Bad request", "The form could not be read.")
+			return
+		}
+		state = r.PostForm.Get("state")
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	conn, err := c.connection(ctx, state)
+	if err != nil {
+		c.log.Info("oauth consent page refused", "err", err)
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, page, "Link expired", "This link has expired or was used already. Ask your agent again: it will give you a new one.")
+		return
+	}
+	if r.Method == http.MethodPost {
+		http.Redirect(w, r, conn.URL, http.StatusSeeOther)
+		return
+	}
+	_ = connectPage.Execute(w, struct {
+		*oauth.Connection
+		State string
+	}{conn, state})
+}
+
+// connection is the pending authorization state names, from the client of
+// its upstream.
+func (c *oauthClients) connection(ctx context.Context, state string) (*oauth.Connection, error) {
+	name, ok := oauth.PendingUpstream(ctx, c.store, c.secret, state)
+	c.mu.Lock()
+	client := c.clients[name]
+	c.mu.Unlock()
+	if !ok || client == nil {
+		return nil, oauth.ErrUnknownState
+	}
+	return client.Connection(ctx, state)
+}
+
+// sameSite refuses a POST a browser says came from another origin.
+var sameSite = http.NewCrossOriginProtection()
+
+// maxConnectForm bounds the consent page's form: a state.
+const maxConnectForm = 4 << 10
+
+// pageHeaders are those of the pages a user's browser is shown: never
+// cached, referred from or framed, and running nothing.
+func pageHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'")
+}
+
+var connectPage = template.Must(template.New("connect").Parse(`<!doctype html><html lang="en"><head><meta charset="utf-8">` +
+	`<meta name="viewport" content="width=device-width"><title>Connect {{.Upstream}} – Manifold</title></head>` +
+	`<body style="font-family:sans-serif;max-width:36em;margin:3em auto"><h1>Connect {{.Upstream}} for {{.For}}</h1>` +
+	`<p>An agent signed in to Manifold as <strong>{{.For}}</strong> asks to use <strong>{{.Upstream}}</strong> on that account's behalf. ` +
+	`Continue, and you sign in at {{.Server}}: the account you consent with there is the one {{.For}}'s agent will use.</p>` +
+	`<p>If you are not {{.For}}, or did not just ask your agent for this, close this page: this link is someone else's.</p>` +
+	`<form method="post"><input type="hidden" name="state" value="{{.State}}">` +
+	`<button type="submit" style="font-size:1em;padding:.5em 1em">Continue to {{.Server}}</button></form></body></html>`))
 
 const page = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>Manifold</title></head>` +
 	`<body style="font-family:sans-serif;max-width:36em;margin:3em auto"><h1>%s</h1><p>%s</p></body></html>`
