@@ -224,7 +224,7 @@ func (c *Client) Callback(ctx context.Context, q url.Values) error {
 		return err
 	}
 	if e := q.Get("error"); e != "" {
-		return fmt.Errorf("%w: %s", ErrDenied, e)
+		return fmt.Errorf("%w: %s", ErrDenied, cut(e, 64)) // as the browser brought it: bounded for the log
 	}
 	code := q.Get("code")
 	if code == "" {

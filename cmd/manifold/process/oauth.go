@@ -13,8 +13,11 @@ import (
 	"html"
 	"html/template"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -22,6 +25,8 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/oauth"
+	"github.com/manifold-mcp/manifold/internal/outage"
+	"github.com/manifold-mcp/manifold/internal/ratelimit"
 	"github.com/manifold-mcp/manifold/upstream"
 )
 
@@ -35,12 +40,25 @@ type oauthClients struct {
 	secret []byte
 	log    *slog.Logger
 
+	// pages limits, per client address, the requests of the pages a
+	// browser opens, which anyone may; callbacks and connects summarize
+	// their refusals (internal/outage), a flood's in a few lines.
+	pages               *ratelimit.Limiter
+	callbacks, connects *outage.Summary
+
 	mu      sync.Mutex
 	clients map[string]*oauth.Client
 }
 
+// pageLimit is the limit of each client address on the callback and the
+// consent page together: a consent takes three requests.
+var pageLimit = ratelimit.Limit{Rate: 1, Burst: 20}
+
 func newOAuthClients(cfg *config.Config, log *slog.Logger) (*oauthClients, error) {
-	o := &oauthClients{store: oauth.NewMemoryStore(), secret: oauthSecret(cfg), log: log, clients: map[string]*oauth.Client{}}
+	o := &oauthClients{store: oauth.NewMemoryStore(), secret: oauthSecret(cfg), log: log, clients: map[string]*oauth.Client{},
+		pages:     ratelimit.New("oauth page", pageLimit, ratelimit.Shared{}),
+		callbacks: &outage.Summary{Log: log, Subject: "oauth callback"},
+		connects:  &outage.Summary{Log: log, Subject: "oauth consent page"}}
 	co, err := cacheOptions(cfg, log)
 	if err != nil {
 		return nil, err
@@ -167,11 +185,12 @@ func (c *oauthClients) callback(w http.ResponseWriter, r *http.Request) {
 		err = client.Callback(ctx, q)
 	}
 	if err != nil {
-		c.log.Info("oauth callback refused", "upstream", name, "err", err)
+		c.callbacks.Failure(err, "upstream", name)
 		w.WriteHeader(http.StatusBadRequest)
 		fmt.Fprintf(w, page, "Authorization failed", "This authorization could not be completed (it may have expired, been used already, or been refused). Ask your agent to try again.")
 		return
 	}
+	c.callbacks.Success()
 	fmt.Fprintf(w, page, "Authorized", fmt.Sprintf("Manifold may now use %s on your behalf. You can close this page and return to your agent.", html.EscapeString(name)))
 }
 
@@ -209,11 +228,12 @@ func (c *oauthClients) connect(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	conn, err := c.connection(ctx, state)
 	if err != nil {
-		c.log.Info("oauth consent page refused", "err", err)
+		c.connects.Failure(err)
 		w.WriteHeader(http.StatusBadRequest)
 		fmt.Fprintf(w, page, "Link expired", "This link has expired or was used already. Ask your agent again: it will give you a new one.")
 		return
 	}
+	c.connects.Success()
 	if r.Method == http.MethodPost {
 		http.Redirect(w, r, conn.URL, http.StatusSeeOther)
 		return
@@ -222,6 +242,41 @@ func (c *oauthClients) connect(w http.ResponseWriter, r *http.Request) {
 		*oauth.Connection
 		State string
 	}{conn, state})
+}
+
+// limited is h, one of the pages a browser opens, behind pageLimit per
+// client address: one address's flood is answered 429 (and summarized
+// with h's refusals), and every other's requests are served still.
+func (c *oauthClients) limited(h http.HandlerFunc, refusals *outage.Summary) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok, after := c.pages.Allow(r.Context(), addressOf(r))
+		if ok {
+			h(w, r)
+			return
+		}
+		refusals.Failure(errTooMany, "retryAfter", after.Round(time.Millisecond))
+		pageHeaders(w)
+		w.Header().Set("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(after)))
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprintf(w, page, "Too many requests", "Too many requests from your address. Wait a minute, then try again.")
+	})
+}
+
+var errTooMany = errors.New("too many requests from one address")
+
+// addressOf keys a client in pageLimit: its IP address, or an IPv6
+// address's /64, which one host may hold whole.
+func addressOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || ip.Unmap().Is4() {
+		return host
+	}
+	prefix, _ := ip.Prefix(64)
+	return prefix.String()
 }
 
 // connection is the pending authorization state names, from the client of
