@@ -46,6 +46,9 @@ type authServer struct {
 	// signedIn is the user a browser without X-Test-User is signed in as.
 	authorizations int
 	signedIn       string
+	// reusableCodes makes a code good as often as it comes: a server that
+	// does not enforce single use, for a test that Manifold does.
+	reusableCodes bool
 	// gate, when set, holds each request for the resource metadata until
 	// it is closed; held counts the requests that came.
 	gate chan struct{}
@@ -165,7 +168,9 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 	switch r.FormValue("grant_type") {
 	case "authorization_code":
 		c, ok := a.codes[r.FormValue("code")]
-		delete(a.codes, r.FormValue("code")) // a code is good once
+		if !a.reusableCodes {
+			delete(a.codes, r.FormValue("code")) // a code is good once
+		}
 		sum := sha256.Sum256([]byte(r.FormValue("code_verifier")))
 		if !ok || c.redirect != r.FormValue("redirect_uri") || c.resource != r.FormValue("resource") ||
 			base64.RawURLEncoding.EncodeToString(sum[:]) != c.challenge {
