@@ -2,9 +2,11 @@ package test
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/manifold-mcp/manifold/internal/redistest"
 )
@@ -44,4 +46,59 @@ func TestOAuthStateSpentByFirstUse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Two principals' grants stay apart in the store two replicas share: Alice
+// consents through one replica, Bob through the other; both replicas are
+// restarted (nothing left in their memory), and each principal is served
+// on either, as its own user, without being asked again.
+func TestOAuthGrantsApartAcrossRestart(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	extra := fmt.Sprintf("cache: {secret: s3cret-0123456789, redis: {url: %s}}\n", redistest.Start(t).URL())
+	la, lb := listenLoopback(t, ""), listenLoopback(t, "")
+	public := "http://" + lb.Addr().String() // the authorization server sends users back to b
+	a, b := oauthProxyOn(t, la, public, is, as, extra), oauthProxyOn(t, lb, public, is, as, extra)
+	users := []struct{ who, user string }{{"alice", "alice-at-crm"}, {"bob", "bob-at-crm"}}
+	tokens := map[string]string{}
+	for i, u := range users {
+		tokens[u.who] = is.mint("rsa-1", claims{"sub": u.who})
+		if got := authorize(t, []*proxy{a, b}[i].URL, tokens[u.who], u.user); got != "you are "+u.user {
+			t.Fatalf("%s after consent: %q", u.who, got)
+		}
+	}
+	exchanges, _ := as.counts()
+	addrA, addrB := la.Addr().String(), lb.Addr().String()
+	a.stop()
+	b.stop()
+	a = oauthProxyOn(t, listenLoopback(t, addrA), public, is, as, extra)
+	b = oauthProxyOn(t, listenLoopback(t, addrB), public, is, as, extra)
+	for round := range 2 {
+		for i, u := range users {
+			on := []*proxy{b, a}[(i+round)%2]
+			if got := whoami(t, on.URL, tokens[u.who], ""); got.text != "you are "+u.user {
+				t.Errorf("after the restart, %s on %s: %+v", u.who, on.URL, got)
+			}
+		}
+	}
+	if now, _ := as.counts(); now != exchanges {
+		t.Errorf("%d consents after the restart", now-exchanges)
+	}
+}
+
+// listenLoopback listens on addr (a free port when ""), retrying a moment
+// while a stopped replica's port is let go.
+func listenLoopback(t *testing.T, addr string) net.Listener {
+	t.Helper()
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var l net.Listener
+		if l, err = net.Listen("tcp", addr); err == nil {
+			return l
+		}
+	}
+	t.Fatalf("listen on %s: %v", addr, err)
+	return nil
 }
