@@ -1,13 +1,16 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/redistest"
 )
 
@@ -101,4 +104,44 @@ func listenLoopback(t *testing.T, addr string) net.Listener {
 	}
 	t.Fatalf("listen on %s: %v", addr, err)
 	return nil
+}
+
+// A consent begun before a reload that changed the upstream's OAuth
+// settings is refused at the callback: the authorization was asked under
+// settings no longer in force (here, fewer scopes). The token endpoint is
+// not asked, and the user is asked again, under the new settings.
+func TestOAuthConsentBeforeReloadRefused(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	l := listenLoopback(t, "")
+	yaml := func(scopes string) string {
+		return fmt.Sprintf("public_url: http://%s\n%supstreams:\n  - name: crm\n    url: %s\n    oauth: {mode: user, scopes: [%s]}\n",
+			l.Addr(), is.authYAML(""), as.MCP, scopes)
+	}
+	path := writeConfig(t, yaml("crm:read"))
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProxyOn(t, cfg, l)
+	alice := is.mint("rsa-1", claims{"sub": "alice"})
+	first := whoami(t, p.URL, alice, "")
+	if first.link == "" {
+		t.Fatalf("not asked to consent: %+v", first)
+	}
+	callback := callbackOf(t, first.link, "alice-at-crm") // consented; the browser is on its way back
+	if err := os.WriteFile(path, []byte(yaml("crm:read, crm:write")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.srv.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if status, page := get(t, callback); status != http.StatusBadRequest || !strings.Contains(page, "could not be completed") {
+		t.Errorf("the callback of a consent begun before the reload: %d %s", status, page)
+	}
+	if exchanges, _ := as.counts(); exchanges != 0 {
+		t.Errorf("the refused callback made %d token requests", exchanges)
+	}
+	if got := whoami(t, p.URL, alice, ""); got.link == "" {
+		t.Errorf("alice was not asked again under the new settings: %+v", got)
+	}
 }
