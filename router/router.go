@@ -476,15 +476,17 @@ func (r *Router) Capabilities(ctx context.Context) mcp.Capabilities {
 	return caps
 }
 
-// awaitCapabilities is capabilities(set) once the upstreams not probed yet
-// have been (for at most negotiationWait; one already found down is not
-// waited for), and whether every upstream's are known.
+// awaitCapabilities is capabilities(set) once the upstreams not negotiated
+// with yet have been (for at most negotiationWait; one already found down
+// is not waited for, and one reached per principal may be up, its
+// challenge answered, and not negotiated with), and whether every
+// upstream's are known.
 func (r *Router) awaitCapabilities(ctx context.Context, set *upstream.Set) (mcp.Capabilities, bool) {
 	ctx, cancel := context.WithTimeout(ctx, negotiationWait)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, u := range set.All() {
-		if _, ok := u.Capabilities(); !ok && u.State() == upstream.Connecting {
+		if _, ok := u.Capabilities(); !ok && u.State() != upstream.Down {
 			wg.Go(func() { _, _ = u.Info(ctx) })
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -134,7 +135,13 @@ func consentAt(t *testing.T, link, user string) (int, string) {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
-	req, _ := http.NewRequest(http.MethodGet, link, nil)
+	// Manifold's page first, then its button: a POST of the state.
+	if status, page := get(t, link); status != http.StatusOK {
+		return status, page
+	}
+	form := url.Values{"state": {stateOf(t, link)}}.Encode()
+	req, _ := http.NewRequest(http.MethodPost, link, strings.NewReader(form))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("X-Test-User", user)
 	resp, err := browser.Do(req)
 	if err != nil {

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -22,11 +23,12 @@ import (
 // authServer is an OAuth authorization server and the MCP server it
 // protects, run by the test: RFC 8414 metadata, dynamic registration, an
 // authorization endpoint that approves at once for the user its browser
-// names (the X-Test-User header), a token endpoint that checks the code,
-// PKCE and the redirect, and issues opaque tokens with refresh tokens
-// (rotated on each refresh); and a go-sdk server whose tool whoami answers
-// with the user of the token it was called with, behind a bearer check
-// that answers 401 with the RFC 9728 challenge.
+// names (the X-Test-User header, else the one signed in), a token
+// endpoint that checks the code, PKCE and the redirect, and issues opaque
+// tokens with refresh tokens (rotated on each refresh); and a go-sdk
+// server whose tool whoami answers with the user of the token it was
+// called with, behind a bearer check that answers 401 with the RFC 9728
+// challenge.
 type authServer struct {
 	URL, MCP string
 
@@ -40,6 +42,13 @@ type authServer struct {
 	refreshes int
 	seen      []string // the tokens the MCP server was called with, in order
 	legacyBy  []string // the users of the requests it got in a legacy era (no Mcp-Method)
+	// authorizations counts the requests of its authorization endpoint;
+	// signedIn is the user a browser without X-Test-User is signed in as.
+	authorizations int
+	signedIn       string
+	// reusableCodes makes a code good as often as it comes: a server that
+	// does not enforce single use, for a test that Manifold does.
+	reusableCodes bool
 	// gate, when set, holds each request for the resource metadata until
 	// it is closed; held counts the requests that came.
 	gate chan struct{}
@@ -76,11 +85,27 @@ func newSessionAuthServer(t *testing.T) *authServer {
 // newAuthServerOf is the authorization server in front of the MCP server
 // mcpServer makes.
 func newAuthServerOf(t *testing.T, mcpServer func(*authServer) http.Handler) *authServer {
-	a := &authServer{expiresIn: 3600, codes: map[string]authCode{}, access: map[string]string{}, refresh: map[string]string{}}
-	mux := http.NewServeMux()
-	srv := httptest.NewServer(mux)
+	a := &authServer{}
+	srv := httptest.NewServer(a.routes(mcpServer))
 	t.Cleanup(srv.Close)
 	a.URL, a.MCP = srv.URL, srv.URL+"/mcp"
+	return a
+}
+
+// newSwitchableAuthServer is newAuthServer on a switchable listener: the
+// test takes the authorization server and the MCP server down, and back on
+// the same address.
+func newSwitchableAuthServer(t *testing.T) (*authServer, *switchable) {
+	a := &authServer{}
+	s := newSwitchable(t, a.routes(func(*authServer) http.Handler { return modernHandler(whoamiServer()) }))
+	a.URL, a.MCP = "http://"+s.addr, s.URL()
+	return a, s
+}
+
+// routes serves a's endpoints, and the MCP server mcpServer makes on /mcp.
+func (a *authServer) routes(mcpServer func(*authServer) http.Handler) http.Handler {
+	a.expiresIn, a.codes, a.access, a.refresh = 3600, map[string]authCode{}, map[string]string{}, map[string]string{}
+	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, _ *http.Request) {
 		a.mu.Lock()
 		gate := a.gate
@@ -104,7 +129,7 @@ func newAuthServerOf(t *testing.T, mcpServer func(*authServer) http.Handler) *au
 	mux.HandleFunc("GET /authorize", a.authorize)
 	mux.HandleFunc("POST /token", a.token)
 	mux.Handle("/mcp", a.protect(mcpServer(a)))
-	return a
+	return mux
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -114,7 +139,10 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 func (a *authServer) authorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	user := r.Header.Get("X-Test-User")
+	a.mu.Lock()
+	a.authorizations++
+	user := cmp.Or(r.Header.Get("X-Test-User"), a.signedIn)
+	a.mu.Unlock()
 	if user == "" || q.Get("code_challenge_method") != "S256" || q.Get("resource") != a.MCP {
 		http.Error(w, "bad authorization request", http.StatusBadRequest)
 		return
@@ -140,7 +168,9 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 	switch r.FormValue("grant_type") {
 	case "authorization_code":
 		c, ok := a.codes[r.FormValue("code")]
-		delete(a.codes, r.FormValue("code")) // a code is good once
+		if !a.reusableCodes {
+			delete(a.codes, r.FormValue("code")) // a code is good once
+		}
 		sum := sha256.Sum256([]byte(r.FormValue("code_verifier")))
 		if !ok || c.redirect != r.FormValue("redirect_uri") || c.resource != r.FormValue("resource") ||
 			base64.RawURLEncoding.EncodeToString(sum[:]) != c.challenge {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -94,12 +95,18 @@ func (a asked) retry() string {
 	return fmt.Sprintf(`,"requestState":%q,"inputResponses":{%q:{"action":"accept"}}`, a.state, a.key)
 }
 
-// consentAs is the user's browser: it opens link as user (the test
-// authorization server approves at once) and follows the redirect to
-// Manifold's callback; it returns the callback's status and its page.
+// consentAs is the user's browser: it opens link, Manifold's page, and
+// clicks through (a POST of its form) to the authorization server, as user
+// (the test authorization server approves at once), and follows the
+// redirect to Manifold's callback; it returns the callback's status and
+// its page, or the page's when it went no further.
 func consentAs(t *testing.T, link, user string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, link, nil)
+	if status, page := get(t, link); status != http.StatusOK {
+		return status, page
+	}
+	req, _ := http.NewRequest(http.MethodPost, link, strings.NewReader(url.Values{"state": {stateOf(t, link)}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("X-Test-User", user)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -174,18 +181,7 @@ func TestOAuthCallbackRefused(t *testing.T) {
 	if first.link == "" {
 		t.Fatalf("not asked to consent: %+v", first)
 	}
-	req, _ := http.NewRequest(http.MethodGet, first.link, nil)
-	req.Header.Set("X-Test-User", "alice-at-crm")
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noFollow.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	callback := resp.Header.Get("Location")
-	if callback == "" {
-		t.Fatalf("the authorization answered %d, link %q", resp.StatusCode, first.link)
-	}
+	callback := callbackOf(t, first.link, "alice-at-crm")
 	if status, _ := get(t, callback); status != http.StatusOK {
 		t.Fatalf("the callback answered %d", status)
 	}
@@ -212,6 +208,23 @@ func TestOAuthCallbackRefused(t *testing.T) {
 	if got := whoami(t, p.URL, bob, ""); got.link == "" {
 		t.Errorf("bob was served alice's consent: %+v", got)
 	}
+}
+
+// callbackOf clicks through link's page to the authorization server, as
+// user, and returns where it sends the browser back: the callback, with
+// its code and state, not opened yet.
+func callbackOf(t *testing.T, link, user string) string {
+	t.Helper()
+	resp, page := fetchPage(t, http.MethodPost, link, nil, url.Values{"state": {stateOf(t, link)}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the consent page's form answered %d: %s", resp.StatusCode, page)
+	}
+	resp, page = fetchPage(t, http.MethodGet, resp.Header.Get("Location"), http.Header{"X-Test-User": {user}}, nil)
+	callback := resp.Header.Get("Location")
+	if callback == "" {
+		t.Fatalf("the authorization answered %d: %s", resp.StatusCode, page)
+	}
+	return callback
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -388,7 +401,7 @@ func TestOAuthLegacyCaller(t *testing.T) {
 	h.Set("Mcp-Session-Id", init.Header.Get("Mcp-Session-Id"))
 	h.Set("MCP-Protocol-Version", "2025-11-25")
 	r := post(t, p.URL, h, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"crm_whoami","arguments":{}}}`)
-	if r.Error == nil || r.Error.Code != -32042 || !strings.Contains(string(r.Error.Data), `"mode":"url"`) || !strings.Contains(string(r.Error.Data), as.URL+"/authorize") {
+	if r.Error == nil || r.Error.Code != -32042 || !strings.Contains(string(r.Error.Data), `"mode":"url"`) || !strings.Contains(string(r.Error.Data), "/oauth/connect?state=") {
 		t.Errorf("a legacy caller that cannot be asked: %s", r.Body)
 	}
 }

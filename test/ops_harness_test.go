@@ -32,7 +32,8 @@ type opsProcess struct {
 }
 
 // startOps runs `manifold serve` on yamlText, after a header with the two
-// listeners (and pprof on), with env added to the environment.
+// listeners (and pprof on), with env added to the environment, and
+// TEST_PUBLIC_URL the MCP listener's address (for a public_url).
 func startOps(t testing.TB, yamlText string, env ...string) *opsProcess {
 	t.Helper()
 	o := &opsProcess{Logs: &logBuffer{}, exited: make(chan struct{})}
@@ -42,7 +43,7 @@ func startOps(t testing.TB, yamlText string, env ...string) *opsProcess {
 	o.Config = filepath.Join(t.TempDir(), "manifold.yaml")
 	o.rewrite(t, yamlText)
 	o.cmd = exec.Command(manifoldBin, "serve", "--config", o.Config)
-	o.cmd.Env = append(os.Environ(), env...)
+	o.cmd.Env = append(append(os.Environ(), fmt.Sprintf("TEST_PUBLIC_URL=http://127.0.0.1:%d", port)), env...)
 	stderr, err := o.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/manifold-mcp/manifold/internal/oauth"
 	"github.com/manifold-mcp/manifold/internal/outage"
 )
 
@@ -122,6 +123,15 @@ func (h *health) outcome(err error) {
 		// The channel's opening reports its own failure, with its cause; a
 		// call that gave up waiting for it would only name the wait, and
 		// on a loaded machine be the episode's first line.
+		h.mu.Unlock()
+		return
+	}
+	if _, consent := oauth.IsConsent(err); consent {
+		// The server answered, with the challenge of a caller who has not
+		// consented yet: it is up, and that caller has to act, not it.
+		err = nil
+	} else if callerMustAct(err) {
+		// Never sent (the token could not be had): nothing of the server.
 		h.mu.Unlock()
 		return
 	}

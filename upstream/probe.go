@@ -4,40 +4,45 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/oauth"
 )
 
 // probeLoop asks the server, every ProbeInterval while it is down, whether
 // it is back: readiness follows its return within the interval, traffic or
 // not, where otherwise only the watch's reconnect backoff (tens of seconds
 // into an outage) would look. A probe that finds it back wakes the watch,
-// so its subscription is restored as soon. It runs until ctx ends.
+// so its subscription is restored as soon. A server reached per principal
+// has no watch to see it go down, and no call of its own until a user has
+// consented: it is probed every interval, from the start. A process run
+// per principal is never started for nobody: it is not probed. It runs
+// until ctx ends.
 func (u *Upstream) probeLoop(ctx context.Context) {
-	if u.o.ProbeInterval <= 0 {
+	if u.o.ProbeInterval <= 0 || u.processPerPrincipal() {
 		return
 	}
 	t := time.NewTicker(u.o.ProbeInterval)
 	defer t.Stop()
 	for {
+		if u.o.PerPrincipal || u.health.current() == Down {
+			// Bounded by the interval (a second at least): a server that
+			// swallows the probe must not hold off the next one for a
+			// whole call timeout.
+			pctx, cancel := context.WithTimeout(ctx, min(u.o.Timeout, max(u.o.ProbeInterval, time.Second)))
+			err := u.probeOnce(pctx)
+			cancel()
+			if err == nil {
+				u.wakeWatch()
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-		if u.health.current() != Down {
-			continue
-		}
-		// Bounded by the interval (a second at least): a server that
-		// swallows the probe must not hold off the next one for a whole
-		// call timeout.
-		pctx, cancel := context.WithTimeout(ctx, min(u.o.Timeout, max(u.o.ProbeInterval, time.Second)))
-		err := u.probeOnce(pctx)
-		cancel()
-		if err == nil {
-			u.wakeWatch()
 		}
 	}
 }
@@ -45,8 +50,12 @@ func (u *Upstream) probeLoop(ctx context.Context) {
 // probeOnce contacts the server once and records the outcome in the health
 // record: on the current session if there is one (a modern server's
 // server/discover, a legacy one's ping), by negotiating otherwise or when
-// the server forgot the session.
+// the server forgot the session; a server reached per principal, as no
+// principal (knock).
 func (u *Upstream) probeOnce(ctx context.Context) error {
+	if u.o.PerPrincipal {
+		return u.knock(ctx)
+	}
 	u.mu.Lock()
 	s := u.sess
 	u.mu.Unlock()
@@ -63,6 +72,25 @@ func (u *Upstream) probeOnce(ctx context.Context) error {
 		u.forget(s)
 	}
 	_, err := u.session(ctx) // records the outcome itself
+	return err
+}
+
+// knock asks a server reached with each caller's own credential whether it
+// is there, as nobody: a server/discover without a token, outside any
+// session (those are its callers'). A protected server answers with its
+// challenge (401), a JSON-RPC error is an answer too: either says it is up.
+func (u *Upstream) knock(ctx context.Context) error {
+	gen, err := u.conn.ready(ctx)
+	if err == nil {
+		_, err = u.discover(oauth.Probing(ctx), gen)
+	}
+	var se *StatusError
+	var rpcErr *jsonrpc.Error
+	if err == nil || errors.As(err, &se) && se.Status == http.StatusUnauthorized || errors.As(err, &rpcErr) {
+		u.health.success()
+		return nil
+	}
+	u.health.failure(err)
 	return err
 }
 

@@ -91,8 +91,8 @@ type Options struct {
 	// PerPrincipal says the server is reached with each caller's own
 	// credential (Authorize, OAuth mode user), or, with Command, run as a
 	// process of each principal's own (children.go): nothing is asked of
-	// it without a caller, so it is neither probed at start nor watched in
-	// the background.
+	// it without a caller but its health (probe.go's knock), so it is not
+	// negotiated with at start nor watched in the background.
 	PerPrincipal bool
 	TLS          *tls.Config
 	// Retries is how many times an idempotent HTTP call is sent again
@@ -532,9 +532,9 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 		defer cancel()
 		s, err := u.negotiate(pctx)
 		if err != nil {
-			// A consent to give, or every process working, says nothing
-			// of the server's health.
-			if !callerMustAct(err) && !errors.Is(err, errChildrenBusy) {
+			// Every process working says nothing of the server's health; a
+			// consent to ask for is the server's answer (health.outcome).
+			if !errors.Is(err, errChildrenBusy) {
 				u.health.failure(err)
 			}
 			return nil, err
@@ -566,9 +566,10 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 	}
 }
 
-// callerMustAct reports a failure that says nothing of the server's
-// health: the request was never sent, for want of its caller's
-// authorization (a consent to give, or a token that could not be had).
+// callerMustAct reports a failure that is no failure of the server: the
+// request was never sent for want of its caller's authorization (a consent
+// to give, or a token that could not be had), or the server answered and
+// its caller must act first.
 func callerMustAct(err error) bool {
 	return oauth.Unsent(err)
 }
@@ -837,17 +838,17 @@ func answerOf(ctx context.Context, q *jsonrpc.Message, ask mcp.Ask) *jsonrpc.Mes
 // StartWatching keeps a subscription on the upstream from now until Close:
 // list changes always, and the URIs given to Watch. Events go to
 // Options.OnEvent. While the server is down it is also probed, every
-// Options.ProbeInterval (probe.go).
+// Options.ProbeInterval (probe.go). A server reached per principal is
+// probed only: there is no caller to watch as.
 func (u *Upstream) StartWatching() {
-	if u.o.PerPrincipal {
-		return // no caller to watch as
-	}
-	u.w.watching.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	u.stopWatch = cancel
 	u.watchDone = make(chan struct{})
 	var loops sync.WaitGroup
-	loops.Go(func() { u.watchLoop(ctx) })
+	if !u.o.PerPrincipal {
+		u.w.watching.Store(true)
+		loops.Go(func() { u.watchLoop(ctx) })
+	}
 	loops.Go(func() { u.probeLoop(ctx) })
 	go func() {
 		loops.Wait()

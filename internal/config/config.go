@@ -111,7 +111,8 @@ type Subscriptions struct {
 type Health struct {
 	// ProbeInterval is how often an upstream that is down is asked
 	// whether it is back, traffic or not: readiness follows its return
-	// within this long.
+	// within this long. One reached per principal (oauth mode user) is
+	// asked this often, up or down.
 	ProbeInterval time.Duration `yaml:"probe_interval"`
 }
 

@@ -103,3 +103,10 @@ const CallbackPath = "/oauth/callback"
 
 // CallbackURL is Manifold's OAuth redirect URI.
 func (c *Config) CallbackURL() string { return strings.TrimSuffix(c.PublicURL, "/") + CallbackPath }
+
+// ConnectPath is the page a consent link opens, which names whom the
+// authorization is for before the user goes on to the authorization server.
+const ConnectPath = "/oauth/connect"
+
+// ConnectURL is the consent page's URL.
+func (c *Config) ConnectURL() string { return strings.TrimSuffix(c.PublicURL, "/") + ConnectPath }

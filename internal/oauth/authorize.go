@@ -12,6 +12,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+
+	"github.com/manifold-mcp/manifold/internal/auth"
 )
 
 // pending is an authorization waiting for its callback: everything the
@@ -28,6 +31,8 @@ type pending struct {
 	Resource  string       `json:"r"` // the RFC 8707 resource asked for
 	Token     string       `json:"t"` // the token endpoint
 	Reg       registration `json:"g"`
+	For       string       `json:"f"` // the principal, as its user knows it (nameOf)
+	Link      string       `json:"l"` // the authorization request, where the consent page leads
 }
 
 // consent makes the authorization request of principal for scopes with the
@@ -52,10 +57,8 @@ func (c *Client) consent(ctx context.Context, principal string, d *discovery, sc
 	}
 	state, verifier := randomToken(), randomToken()
 	p := pending{Upstream: c.o.Upstream, Digest: c.digest, Principal: principal, Verifier: verifier, Issuer: d.server.Issuer,
-		IssParam: d.server.IssParameterSupported, Scopes: scopes, Resource: d.resource, Token: d.server.TokenEndpoint, Reg: reg}
-	if _, err := c.save(ctx, pendingKey(state), "", p, 1, pendingTTL); err != nil { // a key of its own: one version
-		return nil, fmt.Errorf("keeping the pending authorization: %w", err)
-	}
+		IssParam: d.server.IssParameterSupported, Scopes: scopes, Resource: d.resource, Token: d.server.TokenEndpoint, Reg: reg,
+		For: nameOf(auth.From(ctx))}
 	q := url.Values{}
 	q.Set("response_type", "code")
 	q.Set("client_id", reg.ClientID)
@@ -71,9 +74,69 @@ func (c *Client) consent(ctx context.Context, principal string, d *discovery, sc
 	if strings.Contains(d.server.AuthorizationEndpoint, "?") {
 		sep = "&"
 	}
-	u := d.server.AuthorizationEndpoint + sep + q.Encode()
+	p.Link = d.server.AuthorizationEndpoint + sep + q.Encode()
+	if _, err := c.save(ctx, pendingKey(state), "", p, 1, pendingTTL); err != nil { // a key of its own: one version
+		return nil, fmt.Errorf("keeping the pending authorization: %w", err)
+	}
+	// The link opens Manifold's page, which says whom it is for, not the
+	// authorization server: a user who opens another's link is told.
+	u := c.o.ConnectURI + "?" + url.Values{"state": {state}}.Encode()
 	c.show(principal, askedConsent{scopes: asks, url: u, until: time.Now().Add(pendingTTL / 2)})
 	return &ConsentRequired{Upstream: c.o.Upstream, URL: u}, nil
+}
+
+// Connection is what the consent page shows of a pending authorization,
+// and where it leads.
+type Connection struct {
+	Upstream string
+	For      string // the principal it is for, as its user knows it
+	Server   string // the authorization server's host
+	URL      string // the authorization request
+}
+
+// Connection returns the pending authorization state names, without
+// spending it: ErrUnknownState when there is none, or it was made under a
+// configuration a reload replaced.
+func (c *Client) Connection(ctx context.Context, state string) (*Connection, error) {
+	var p pending
+	if err := c.load(ctx, pendingKey(state), "", &p); err != nil || p.Upstream != c.o.Upstream || p.Digest != c.digest || p.Link == "" {
+		return nil, ErrUnknownState
+	}
+	server := p.Issuer
+	if u, err := url.Parse(p.Issuer); err == nil && u.Host != "" {
+		server = u.Host
+	}
+	return &Connection{Upstream: p.Upstream, For: p.For, Server: server, URL: p.Link}, nil
+}
+
+// nameClaims are the claims that name a principal to its user, in order.
+var nameClaims = []string{"email", "preferred_username", "name", "cn", "sub"}
+
+// maxNameBytes bounds a principal's name on the consent page.
+const maxNameBytes = 120
+
+// nameOf is how p's user knows it: the first of its nameClaims it has, else
+// its ID (a static token's names a digest of it, never the token), in
+// printable characters only (no control or direction override to disguise
+// it), bounded.
+func nameOf(p *auth.Principal) string {
+	if p == nil {
+		return ""
+	}
+	name := p.ID
+	for _, claim := range nameClaims {
+		if v := p.Claims[claim]; len(v) > 0 && v[0] != "" {
+			name = v[0]
+			break
+		}
+	}
+	name = strings.Map(func(r rune) rune {
+		if unicode.IsGraphic(r) {
+			return r
+		}
+		return -1
+	}, cut(name, 4*maxNameBytes))
+	return cut(name, maxNameBytes)
 }
 
 // shown returns the consent principal was last shown for asks, while its
@@ -161,7 +224,7 @@ func (c *Client) Callback(ctx context.Context, q url.Values) error {
 		return err
 	}
 	if e := q.Get("error"); e != "" {
-		return fmt.Errorf("%w: %s", ErrDenied, e)
+		return fmt.Errorf("%w: %s", ErrDenied, cut(e, 64)) // as the browser brought it: bounded for the log
 	}
 	code := q.Get("code")
 	if code == "" {

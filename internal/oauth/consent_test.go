@@ -94,7 +94,12 @@ func TestDeadRegistrationIsForgotten(t *testing.T) {
 			t.Fatal(err)
 		}
 		u, _ := url.Parse(cr.URL)
-		return u.Query()
+		conn, err := c.Connection(ctx, u.Query().Get("state")) // where the consent page leads
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := url.Parse(conn.URL)
+		return a.Query()
 	}
 	first := consent()
 	if first.Get("client_id") != "client-1" {

@@ -66,8 +66,11 @@ type Options struct {
 	// Scopes are asked for when neither the challenge nor the metadata
 	// names any.
 	Scopes []string
-	// RedirectURI is Manifold's callback, {public_url}/oauth/callback.
+	// RedirectURI is Manifold's callback, {public_url}/oauth/callback;
+	// ConnectURI its consent page, {public_url}/oauth/connect, which the
+	// link a user is shown opens (see Connection).
 	RedirectURI string
+	ConnectURI  string
 	// ClientName is how Manifold names itself when it registers.
 	ClientName string
 	// HTTP carries discovery, registration and token requests.

@@ -64,6 +64,9 @@ func (e *sendError) Error() string { return e.err.Error() }
 func (t roundTripper) authorized(req *http.Request) (*http.Response, error) {
 	c := t.c
 	ctx := req.Context()
+	if c.o.Mode == ModeUser && probing(ctx) {
+		return t.send(req, nil) // no principal's: its challenge says the server is up
+	}
 	principal, err := c.principalOf(ctx)
 	if err != nil {
 		return nil, err

@@ -11,9 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"html/template"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -22,6 +26,8 @@ import (
 	"github.com/manifold-mcp/manifold/internal/breaker"
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/oauth"
+	"github.com/manifold-mcp/manifold/internal/outage"
+	"github.com/manifold-mcp/manifold/internal/ratelimit"
 	"github.com/manifold-mcp/manifold/upstream"
 )
 
@@ -35,12 +41,25 @@ type oauthClients struct {
 	secret []byte
 	log    *slog.Logger
 
+	// pages limits, per client address, the requests of the pages a
+	// browser opens, which anyone may; callbacks and connects summarize
+	// their refusals (internal/outage), a flood's in a few lines.
+	pages               *ratelimit.Limiter
+	callbacks, connects *outage.Summary
+
 	mu      sync.Mutex
 	clients map[string]*oauth.Client
 }
 
+// pageLimit is the limit of each client address on the callback and the
+// consent page together: a consent takes three requests.
+var pageLimit = ratelimit.Limit{Rate: 1, Burst: 20}
+
 func newOAuthClients(cfg *config.Config, log *slog.Logger) (*oauthClients, error) {
-	o := &oauthClients{store: oauth.NewMemoryStore(), secret: oauthSecret(cfg), log: log, clients: map[string]*oauth.Client{}}
+	o := &oauthClients{store: oauth.NewMemoryStore(), secret: oauthSecret(cfg), log: log, clients: map[string]*oauth.Client{},
+		pages:     ratelimit.New("oauth page", pageLimit, ratelimit.Shared{}),
+		callbacks: &outage.Summary{Log: log, Subject: "oauth callback"},
+		connects:  &outage.Summary{Log: log, Subject: "oauth consent page"}}
 	co, err := cacheOptions(cfg, log)
 	if err != nil {
 		return nil, err
@@ -109,7 +128,7 @@ func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.
 		Upstream: uc.Name, Resource: uc.URL, Mode: uc.OAuth.Mode,
 		ClientID: uc.OAuth.ClientID, ClientSecret: uc.OAuth.ClientSecret, PrivateKey: key,
 		MetadataURL: uc.OAuth.ClientMetadataURL, Scopes: uc.OAuth.Scopes,
-		RedirectURI: cfg.CallbackURL(), HTTP: hc, Store: c.store, Logger: c.log,
+		RedirectURI: cfg.CallbackURL(), ConnectURI: cfg.ConnectURL(), HTTP: hc, Store: c.store, Logger: c.log,
 	}, c.secret)
 	o.Authorize = client.Transport
 	if uc.OAuth.Mode == config.OAuthUser {
@@ -178,9 +197,7 @@ func privateKey(path string) (crypto.Signer, error) {
 // authorization is found by its state alone (and spent, whatever happens),
 // and the user is shown a short page.
 func (c *oauthClients) callback(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Referrer-Policy", "no-referrer")
+	pageHeaders(w)
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
 	q := r.URL.Query()
@@ -193,13 +210,139 @@ func (c *oauthClients) callback(w http.ResponseWriter, r *http.Request) {
 		err = client.Callback(ctx, q)
 	}
 	if err != nil {
-		c.log.Info("oauth callback refused", "upstream", name, "err", err)
+		c.callbacks.Failure(err, "upstream", name)
 		w.WriteHeader(http.StatusBadRequest)
 		fmt.Fprintf(w, page, "Authorization failed", "This authorization could not be completed (it may have expired, been used already, or been refused). Ask your agent to try again.")
 		return
 	}
+	c.callbacks.Success()
 	fmt.Fprintf(w, page, "Authorized", fmt.Sprintf("Manifold may now use %s on your behalf. You can close this page and return to your agent.", html.EscapeString(name)))
 }
+
+// connect is {public_url}/oauth/connect, the page a consent link opens. It
+// names the upstream and the principal the authorization is for, so that a
+// user forwarded another's link sees it is not theirs (whoever completes
+// it gives that principal their account), and goes on to the
+// authorization server only on a click: its form POSTs here, answered 303
+// there. A GET (a prefetch, a link preview) starts nothing, and a POST
+// from another site (a form that would skip the page) is refused.
+func (c *oauthClients) connect(w http.ResponseWriter, r *http.Request) {
+	pageHeaders(w)
+	state := r.URL.Query().Get("state")
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+	case http.MethodPost:
+		if err := sameSite.Check(r); err != nil {
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, page, "Not from this page", "Open the link your agent gave you, and continue from there.")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxConnectForm)
+		if err := r.ParseForm(); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, page, "Bad request", "The form could not be read.")
+			return
+		}
+		state = r.PostForm.Get("state")
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	conn, err := c.connection(ctx, state)
+	if err != nil {
+		c.connects.Failure(err)
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, page, "Link expired", "This link has expired or was used already. Ask your agent again: it will give you a new one.")
+		return
+	}
+	c.connects.Success()
+	if r.Method == http.MethodPost {
+		http.Redirect(w, r, conn.URL, http.StatusSeeOther)
+		return
+	}
+	_ = connectPage.Execute(w, struct {
+		*oauth.Connection
+		State string
+	}{conn, state})
+}
+
+// limited is h, one of the pages a browser opens, behind pageLimit per
+// client address: one address's flood is answered 429 (and summarized
+// with h's refusals), and every other's requests are served still.
+func (c *oauthClients) limited(h http.HandlerFunc, refusals *outage.Summary) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok, after := c.pages.Allow(r.Context(), addressOf(r))
+		if ok {
+			h(w, r)
+			return
+		}
+		refusals.Failure(errTooMany, "retryAfter", after.Round(time.Millisecond))
+		pageHeaders(w)
+		w.Header().Set("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(after)))
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprintf(w, page, "Too many requests", "Too many requests from your address. Wait a minute, then try again.")
+	})
+}
+
+var errTooMany = errors.New("too many requests from one address")
+
+// addressOf keys a client in pageLimit: its IP address, or an IPv6
+// address's /64, which one host may hold whole.
+func addressOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || ip.Unmap().Is4() {
+		return host
+	}
+	prefix, _ := ip.Prefix(64)
+	return prefix.String()
+}
+
+// connection is the pending authorization state names, from the client of
+// its upstream.
+func (c *oauthClients) connection(ctx context.Context, state string) (*oauth.Connection, error) {
+	name, ok := oauth.PendingUpstream(ctx, c.store, c.secret, state)
+	c.mu.Lock()
+	client := c.clients[name]
+	c.mu.Unlock()
+	if !ok || client == nil {
+		return nil, oauth.ErrUnknownState
+	}
+	return client.Connection(ctx, state)
+}
+
+// sameSite refuses a POST a browser says came from another origin.
+var sameSite = http.NewCrossOriginProtection()
+
+// maxConnectForm bounds the consent page's form: a state.
+const maxConnectForm = 4 << 10
+
+// pageHeaders are those of the pages a user's browser is shown: never
+// cached, referred from or framed, and running nothing.
+func pageHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'")
+}
+
+var connectPage = template.Must(template.New("connect").Parse(`<!doctype html><html lang="en"><head><meta charset="utf-8">` +
+	`<meta name="viewport" content="width=device-width"><title>Connect {{.Upstream}} – Manifold</title></head>` +
+	`<body style="font-family:sans-serif;max-width:36em;margin:3em auto"><h1>Connect {{.Upstream}} for {{.For}}</h1>` +
+	`<p>An agent signed in to Manifold as <strong>{{.For}}</strong> asks to use <strong>{{.Upstream}}</strong> on that account's behalf. ` +
+	`Continue, and you sign in at {{.Server}}: the account you consent with there is the one {{.For}}'s agent will use.</p>` +
+	`<p>If you are not {{.For}}, or did not just ask your agent for this, close this page: this link is someone else's.</p>` +
+	`<form method="post"><input type="hidden" name="state" value="{{.State}}">` +
+	`<button type="submit" style="font-size:1em;padding:.5em 1em">Continue to {{.Server}}</button></form></body></html>`))
 
 const page = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>Manifold</title></head>` +
 	`<body style="font-family:sans-serif;max-width:36em;margin:3em auto"><h1>%s</h1><p>%s</p></body></html>`

@@ -223,8 +223,9 @@ func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
 	if p.cfg.PublicURL != "" {
 		// Open to all (the user's browser carries no caller credential);
 		// its host is public_url's.
-		mux.Handle(config.CallbackPath, frontend.Chain(http.HandlerFunc(p.oauth.callback), frontend.Recover(p.log),
-			frontend.CheckHost(append(slices.Clip(p.cfg.AllowedHosts), publicHost(p.cfg.PublicURL)))))
+		hosts := frontend.CheckHost(append(slices.Clip(p.cfg.AllowedHosts), publicHost(p.cfg.PublicURL)))
+		mux.Handle(config.CallbackPath, frontend.Chain(p.oauth.limited(p.oauth.callback, p.oauth.callbacks), frontend.Recover(p.log), hosts))
+		mux.Handle(config.ConnectPath, frontend.Chain(p.oauth.limited(p.oauth.connect, p.oauth.connects), frontend.Recover(p.log), hosts))
 	}
 	if p.cfg.Admin.Listen == "" {
 		p.ops(mux, false)

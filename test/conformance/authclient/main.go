@@ -7,10 +7,11 @@
 // It writes Manifold's configuration for the scenario (oauth mode user, or
 // client_credentials with the credentials the suite hands over in
 // MCP_CONFORMANCE_CONTEXT), starts Manifold, and calls the suite's tool
-// through it, twice. Each time Manifold answers input_required with an
-// authorization URL, the "user" opens it headless (the suite's
-// authorization server approves at once and redirects to Manifold's
-// callback), and the call is retried with the user's accept. It stops
+// through it, twice. Each time Manifold answers input_required with a
+// consent link, the "user" opens it headless, clicks through Manifold's
+// page to the authorization URL (the suite's authorization server approves
+// at once and redirects to Manifold's callback), and the call is retried
+// with the user's accept. It stops
 // Manifold and exits 0 when both calls completed, 1 otherwise.
 package main
 
@@ -23,6 +24,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -262,13 +264,28 @@ func authorization(res *result) (link, key string, err error) {
 	return "", "", fmt.Errorf("input_required asks for no URL: %v", res.InputRequests)
 }
 
-// consent is the user: it opens the authorization URL, which the suite's
-// server approves at once, and follows its redirect to Manifold's
-// callback, which must say the authorization went through.
+// consent is the user: it opens the link, Manifold's page naming whom the
+// authorization is for, clicks through (a POST of its form) to the
+// authorization URL, which the suite's server approves at once, and
+// follows its redirect to Manifold's callback, which must say the
+// authorization went through.
 func (c *caller) consent(link string) error {
+	u, err := url.Parse(link)
+	if err != nil {
+		return fmt.Errorf("the link %q: %w", link, err)
+	}
 	resp, err := c.http.Get(link)
 	if err != nil {
-		return fmt.Errorf("opening the authorization URL: %w", err)
+		return fmt.Errorf("opening the consent page: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the consent page answered HTTP %d", resp.StatusCode)
+	}
+	resp, err = c.http.PostForm(link, url.Values{"state": {u.Query().Get("state")}})
+	if err != nil {
+		return fmt.Errorf("going on to the authorization URL: %w", err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
