@@ -21,8 +21,9 @@ import (
 func TestConsentLinkStaysOutOfSpansAndLogs(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	prev := otel.GetTracerProvider()
 	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	t.Cleanup(func() { otel.SetTracerProvider(prev); _ = tp.Shutdown(context.Background()) })
 
 	is, as := newIssuer(t), newAuthServer(t)
 	p := oauthProxy(t, is, as, "")
