@@ -33,6 +33,11 @@ type dpopServer struct {
 	proofs   int               // the valid proofs
 	nonces   map[string]int    // nonce challenges, by where: "token", "resource"
 	failures []string          // what was wrong with the proofs refused
+	// inMetadata makes the resource say it requires DPoP in its metadata
+	// (dpop_bound_access_tokens_required), its challenge being Bearer's;
+	// algs are the algorithms the authorization server lists, if any.
+	inMetadata bool
+	algs       []string
 }
 
 func newDPoPServer(nonce string) *dpopServer {
@@ -161,6 +166,9 @@ func (d *dpopServer) resourceProof(w http.ResponseWriter, r *http.Request, htu, 
 			d.fail(fmt.Errorf("the token came with scheme %q", scheme))
 		}
 		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`DPoP algs="ES256", resource_metadata=%q`, metadata))
+		if d.inMetadata {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer resource_metadata=%q`, metadata))
+		}
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return "", false
 	}

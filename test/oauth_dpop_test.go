@@ -81,3 +81,45 @@ func assertNoSecretsKept(t *testing.T, rs *redistest.Server, replicas []*proxy, 
 		}
 	}
 }
+
+// A resource whose challenge is Bearer's but whose metadata says it
+// requires DPoP-bound tokens gets them, and no bearer token.
+func TestOAuthDPoPFromResourceMetadata(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	as.dpop = newDPoPServer("")
+	as.dpop.inMetadata = true
+	p := oauthProxy(t, is, as, "")
+	alice := is.mint("rsa-1", claims{"sub": "alice"})
+	if got := authorize(t, p.URL, alice, "alice-at-crm"); got != "you are alice-at-crm" {
+		t.Fatalf("after the consent: %q", got)
+	}
+	if got := whoami(t, p.URL, alice, ""); got.text != "you are alice-at-crm" {
+		t.Errorf("the next call: %+v", got)
+	}
+	proofs, _, failures := as.dpop.report()
+	for _, f := range failures {
+		t.Errorf("a proof the server refused: %s", f)
+	}
+	if proofs < 3 {
+		t.Errorf("%d valid proofs, want the code exchange's and each call's", proofs)
+	}
+}
+
+// A server that requires DPoP whose authorization server does not take
+// ES256 proofs is no consent to ask for: the call fails at once, naming
+// why in the log.
+func TestOAuthDPoPWithoutES256(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	as.dpop = newDPoPServer("")
+	as.dpop.algs = []string{"RS256", "EdDSA"}
+	p := oauthProxy(t, is, as, "")
+	alice := is.mint("rsa-1", claims{"sub": "alice"})
+	got := whoami(t, p.URL, alice, "")
+	if got.link != "" || got.errCode == 0 {
+		t.Fatalf("asked to consent, or served: %+v", got)
+	}
+	t.Logf("the caller got %d %q", got.errCode, got.errMsg)
+	if !strings.Contains(p.Logs.String(), "does not take ES256 proofs") {
+		t.Errorf("the log does not say why")
+	}
+}

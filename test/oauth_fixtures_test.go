@@ -115,13 +115,21 @@ func (a *authServer) routes(mcpServer func(*authServer) http.Handler) http.Handl
 			a.held.Add(1)
 			<-gate
 		}
-		writeJSON(w, map[string]any{"resource": a.MCP, "authorization_servers": []string{a.URL}, "scopes_supported": []string{"crm:read"}})
+		m := map[string]any{"resource": a.MCP, "authorization_servers": []string{a.URL}, "scopes_supported": []string{"crm:read"}}
+		if a.dpop != nil && a.dpop.inMetadata {
+			m["dpop_bound_access_tokens_required"] = true
+		}
+		writeJSON(w, m)
 	})
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, map[string]any{"issuer": a.URL, "authorization_endpoint": a.URL + "/authorize", "token_endpoint": a.URL + "/token",
+		m := map[string]any{"issuer": a.URL, "authorization_endpoint": a.URL + "/authorize", "token_endpoint": a.URL + "/token",
 			"registration_endpoint": a.URL + "/register", "code_challenge_methods_supported": []string{"S256"},
 			"scopes_supported": []string{"crm:read", "offline_access"}, "token_endpoint_auth_methods_supported": []string{"none"},
-			"authorization_response_iss_parameter_supported": true})
+			"authorization_response_iss_parameter_supported": true}
+		if a.dpop != nil && a.dpop.algs != nil {
+			m["dpop_signing_alg_values_supported"] = a.dpop.algs
+		}
+		writeJSON(w, m)
 	})
 	mux.HandleFunc("POST /register", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusCreated)
