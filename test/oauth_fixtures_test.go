@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,6 +52,8 @@ type authServer struct {
 	// it is closed; held counts the requests that came.
 	gate chan struct{}
 	held atomic.Int32
+	// dpop, when set, makes the server require DPoP-bound tokens.
+	dpop *dpopServer
 }
 
 type authCode struct {
@@ -114,13 +115,21 @@ func (a *authServer) routes(mcpServer func(*authServer) http.Handler) http.Handl
 			a.held.Add(1)
 			<-gate
 		}
-		writeJSON(w, map[string]any{"resource": a.MCP, "authorization_servers": []string{a.URL}, "scopes_supported": []string{"crm:read"}})
+		m := map[string]any{"resource": a.MCP, "authorization_servers": []string{a.URL}, "scopes_supported": []string{"crm:read"}}
+		if a.dpop != nil && a.dpop.inMetadata {
+			m["dpop_bound_access_tokens_required"] = true
+		}
+		writeJSON(w, m)
 	})
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, map[string]any{"issuer": a.URL, "authorization_endpoint": a.URL + "/authorize", "token_endpoint": a.URL + "/token",
+		m := map[string]any{"issuer": a.URL, "authorization_endpoint": a.URL + "/authorize", "token_endpoint": a.URL + "/token",
 			"registration_endpoint": a.URL + "/register", "code_challenge_methods_supported": []string{"S256"},
 			"scopes_supported": []string{"crm:read", "offline_access"}, "token_endpoint_auth_methods_supported": []string{"none"},
-			"authorization_response_iss_parameter_supported": true})
+			"authorization_response_iss_parameter_supported": true}
+		if a.dpop != nil && a.dpop.algs != nil {
+			m["dpop_signing_alg_values_supported"] = a.dpop.algs
+		}
+		writeJSON(w, m)
 	})
 	mux.HandleFunc("POST /register", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusCreated)
@@ -162,6 +171,10 @@ func (a *authServer) authorize(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
+	jkt, ok := a.dpop.tokenProof(w, r, a.URL+"/token")
+	if !ok {
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var user string
@@ -183,7 +196,7 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 	case "refresh_token":
 		u, ok := a.refresh[r.FormValue("refresh_token")]
 		delete(a.refresh, r.FormValue("refresh_token"))
-		if !ok {
+		if !ok || !a.dpop.boundTo(r.FormValue("refresh_token"), jkt) {
 			w.WriteHeader(http.StatusBadRequest)
 			writeJSON(w, map[string]string{"error": "invalid_grant"})
 			return
@@ -194,19 +207,28 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 	a.n++
 	at, rt := fmt.Sprintf("at-%s-%d", user, a.n), fmt.Sprintf("rt-%s-%d", user, a.n)
 	a.access[at], a.refresh[rt] = user, user
-	writeJSON(w, map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": a.expiresIn, "refresh_token": rt, "scope": "crm:read offline_access"})
+	writeJSON(w, map[string]any{"access_token": at, "token_type": a.dpop.bind(jkt, at, rt), "expires_in": a.expiresIn, "refresh_token": rt, "scope": "crm:read offline_access"})
 }
 
 // protect admits a request with an access token the server issued.
 func (a *authServer) protect(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		metadata := a.URL + "/.well-known/oauth-protected-resource/mcp"
+		tok, ok := a.dpop.resourceProof(w, r, a.MCP, metadata)
+		if !ok {
+			return
+		}
 		a.mu.Lock()
 		user, ok := a.access[tok]
 		a.seen = append(a.seen, tok)
 		a.mu.Unlock()
+		if !ok && a.dpop != nil {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`DPoP error="invalid_token", algs="ES256", resource_metadata=%q`, metadata))
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
 		if !ok {
-			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="invalid_token", resource_metadata="%s/.well-known/oauth-protected-resource/mcp"`, a.URL))
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="invalid_token", resource_metadata=%q`, metadata))
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}

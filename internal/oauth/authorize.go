@@ -33,6 +33,8 @@ type pending struct {
 	Reg       registration `json:"g"`
 	For       string       `json:"f"` // the principal, as its user knows it (nameOf)
 	Link      string       `json:"l"` // the authorization request, where the consent page leads
+	// DPoP is the key to bind the tokens to, when the server requires it.
+	DPoP dpopKey `json:"k,omitempty"`
 }
 
 // consent makes the authorization request of principal for scopes with the
@@ -55,10 +57,14 @@ func (c *Client) consent(ctx context.Context, principal string, d *discovery, sc
 	if url, ok := c.shown(principal, asks); ok {
 		return &ConsentRequired{Upstream: c.o.Upstream, URL: url}, nil
 	}
+	key, err := c.dpopKeyFor(d)
+	if err != nil {
+		return nil, err
+	}
 	state, verifier := randomToken(), randomToken()
 	p := pending{Upstream: c.o.Upstream, Digest: c.digest, Principal: principal, Verifier: verifier, Issuer: d.server.Issuer,
 		IssParam: d.server.IssParameterSupported, Scopes: scopes, Resource: d.resource, Token: d.server.TokenEndpoint, Reg: reg,
-		For: nameOf(auth.From(ctx))}
+		For: nameOf(auth.From(ctx)), DPoP: key}
 	q := url.Values{}
 	q.Set("response_type", "code")
 	q.Set("client_id", reg.ClientID)
@@ -232,7 +238,7 @@ func (c *Client) Callback(ctx context.Context, q url.Values) error {
 	}
 	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {c.o.RedirectURI},
 		"code_verifier": {p.Verifier}, "resource": {p.Resource}}
-	g, err := c.requestToken(ctx, p.Token, p.Reg, form)
+	g, err := c.requestBoundToken(ctx, p.Token, p.Reg, form, p.DPoP)
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ type Client struct {
 
 	refresh singleflight.Group // one refresh (or client_credentials grant) per principal
 	held    *held              // the grants this replica holds, in front of the store
+	nonces  nonces             // the DPoP nonces servers gave
 
 	mu       sync.Mutex
 	flushing bool // flushSoon's loop runs

@@ -14,20 +14,30 @@ import (
 	"github.com/manifold-mcp/manifold/internal/loopback"
 )
 
-// challenge is what a server's WWW-Authenticate: Bearer says.
+// challenge is what a server's WWW-Authenticate: Bearer (or DPoP) says.
 type challenge struct {
 	ResourceMetadata string
 	Scope            string
 	Error            string
+	// DPoP is set when the server challenges for DPoP only (RFC 9449
+	// §7.1): it takes no bearer token.
+	DPoP bool
 }
 
-// parseChallenge reads the Bearer challenge of a 401 or 403 (RFC 6750 §3,
-// RFC 9728 §5.1): its auth-params, quoted or not.
+// parseChallenge reads the Bearer or DPoP challenge of a 401 or 403 (RFC
+// 6750 §3, RFC 9449 §7.1, RFC 9728 §5.1): its auth-params, quoted or not.
+// A server offering both is read as Bearer's.
 func parseChallenge(h http.Header) challenge {
 	var c challenge
+	bearer := false
 	for _, v := range h.Values("WWW-Authenticate") {
 		scheme, params, _ := strings.Cut(strings.TrimSpace(v), " ")
-		if !strings.EqualFold(scheme, "Bearer") {
+		switch {
+		case strings.EqualFold(scheme, "Bearer"):
+			bearer, c.DPoP = true, false
+		case strings.EqualFold(scheme, "DPoP") && !bearer:
+			c.DPoP = true
+		default:
 			continue
 		}
 		for k, val := range authParams(params) {
@@ -81,6 +91,7 @@ type resourceMetadata struct {
 	Resource             string   `json:"resource"`
 	AuthorizationServers []string `json:"authorization_servers"`
 	ScopesSupported      []string `json:"scopes_supported"`
+	DPoPRequired         bool     `json:"dpop_bound_access_tokens_required"`
 }
 
 // serverMetadata is an authorization server's metadata (RFC 8414, or
@@ -95,6 +106,7 @@ type serverMetadata struct {
 	CodeChallengeMethodsSupported     []string `json:"code_challenge_methods_supported"`
 	ClientIDMetadataDocumentSupported bool     `json:"client_id_metadata_document_supported"`
 	IssParameterSupported             bool     `json:"authorization_response_iss_parameter_supported"`
+	DPoPAlgs                          []string `json:"dpop_signing_alg_values_supported"`
 }
 
 // maxMetadataBytes bounds a metadata document or a token response.
@@ -107,6 +119,7 @@ type discovery struct {
 	server   *serverMetadata
 	resource string
 	scopes   []string // the challenge's, else the resource's scopes_supported
+	dpop     bool     // the server requires DPoP-bound tokens
 }
 
 // discover finds the authorization server of the upstream after ch, as the
@@ -119,7 +132,7 @@ func (c *Client) discover(ctx context.Context, ch challenge) (*discovery, error)
 		if err != nil {
 			return nil, err
 		}
-		return &discovery{server: as, resource: c.o.Resource, scopes: strings.Fields(ch.Scope)}, nil
+		return &discovery{server: as, resource: c.o.Resource, scopes: strings.Fields(ch.Scope), dpop: ch.DPoP}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -134,7 +147,7 @@ func (c *Client) discover(ctx context.Context, ch challenge) (*discovery, error)
 	if err != nil {
 		return nil, err
 	}
-	d := &discovery{server: as, resource: prm.Resource, scopes: strings.Fields(ch.Scope)}
+	d := &discovery{server: as, resource: prm.Resource, scopes: strings.Fields(ch.Scope), dpop: ch.DPoP || prm.DPoPRequired}
 	if len(d.scopes) == 0 {
 		d.scopes = prm.ScopesSupported
 	}

@@ -14,16 +14,20 @@ import (
 
 func TestParseChallenge(t *testing.T) {
 	for _, c := range []struct {
-		header string
+		header string // values, one a line
 		want   challenge
 	}{
-		{`Bearer resource_metadata="https://r/.well-known/x", scope="a b", error="insufficient_scope"`, challenge{"https://r/.well-known/x", "a b", "insufficient_scope"}},
-		{`Bearer error=invalid_token,scope=read`, challenge{"", "read", "invalid_token"}},
-		{`Bearer scope="mcp:basic", resource_metadata="http://localhost:1/.well-known/oauth-protected-resource/mcp"`, challenge{"http://localhost:1/.well-known/oauth-protected-resource/mcp", "mcp:basic", ""}},
+		{`Bearer resource_metadata="https://r/.well-known/x", scope="a b", error="insufficient_scope"`, challenge{"https://r/.well-known/x", "a b", "insufficient_scope", false}},
+		{`Bearer error=invalid_token,scope=read`, challenge{"", "read", "invalid_token", false}},
+		{`Bearer scope="mcp:basic", resource_metadata="http://localhost:1/.well-known/oauth-protected-resource/mcp"`, challenge{"http://localhost:1/.well-known/oauth-protected-resource/mcp", "mcp:basic", "", false}},
 		{`Basic realm="x"`, challenge{}},
-		{`Bearer error_description="say \"hi\", twice", error="invalid_token"`, challenge{"", "", "invalid_token"}},
+		{`Bearer error_description="say \"hi\", twice", error="invalid_token"`, challenge{"", "", "invalid_token", false}},
+		{`DPoP resource_metadata="https://r/.well-known/x"`, challenge{"https://r/.well-known/x", "", "", true}},
+		{`DPoP error="use_dpop_nonce", algs="ES256 RS256"`, challenge{"", "", "use_dpop_nonce", true}},
+		{"DPoP algs=\"ES256\"\nBearer scope=read", challenge{"", "read", "", false}}, // either: a bearer token does
+		{"Bearer scope=read\nDPoP algs=\"ES256\"", challenge{"", "read", "", false}},
 	} {
-		h := http.Header{"Www-Authenticate": {c.header}}
+		h := http.Header{"Www-Authenticate": strings.Split(c.header, "\n")}
 		if got := parseChallenge(h); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.header, got, c.want)
 		}

@@ -33,6 +33,9 @@ type grant struct {
 	// Version orders a principal's grants: a refresh's is above the one
 	// it refreshed, a new consent's above any before it (see nextVersion).
 	Version int64 `json:"v,omitempty"`
+	// DPoP is the key the tokens are bound to (RFC 9449); nil for
+	// bearer tokens.
+	DPoP dpopKey `json:"k,omitempty"`
 }
 
 // refreshAhead is how long before its expiry a token is refreshed at most
@@ -190,7 +193,7 @@ func (c *Client) renew(ctx context.Context, principal string, stale *grant) (*gr
 // refreshed asks the token endpoint to refresh stale, the newest grant.
 func (c *Client) refreshed(ctx context.Context, principal string, stale *grant) (*grant, error) {
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {stale.Refresh}, "resource": {stale.Resource}}
-	g, err := c.requestToken(ctx, stale.Token, stale.Reg, form)
+	g, err := c.requestBoundToken(ctx, stale.Token, stale.Reg, form, stale.DPoP)
 	var refused *refusedError
 	if errors.As(err, &refused) && refused.dead() {
 		if newer := c.newer(ctx, principal, stale); newer != nil {
@@ -235,20 +238,25 @@ func (c *Client) newer(ctx context.Context, principal string, stale *grant) *gra
 // never followed; a 5xx; a page of a proxy in between) is a failure to
 // reach it, which says nothing of the grant.
 func (c *Client) requestToken(ctx context.Context, endpoint string, reg registration, form url.Values) (*grant, error) {
-	req, err := c.tokenRequest(ctx, endpoint, reg, form)
+	return c.requestBoundToken(ctx, endpoint, reg, form, nil)
+}
+
+// requestBoundToken is requestToken with a DPoP proof of key (unless nil),
+// the request made once more with the server's nonce when it asks for one
+// (RFC 9449 §8). The grant is bound to key if the server says it bound it
+// (token type DPoP); a server that issued a bearer token has not.
+func (c *Client) requestBoundToken(ctx context.Context, endpoint string, reg registration, form url.Values, key dpopKey) (*grant, error) {
+	status, body, nonce, err := c.postToken(ctx, endpoint, reg, form, key)
+	if e, _ := tokenError(body); err == nil && nonce && status == http.StatusBadRequest && e.Error == "use_dpop_nonce" {
+		status, body, _, err = c.postToken(ctx, endpoint, reg, form, key) // once, with the nonce
+	}
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.o.HTTP.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("token request: %w", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxMetadataBytes))
-	if resp.StatusCode != http.StatusOK {
+	if status != http.StatusOK {
 		e, ok := tokenError(body)
-		err := fmt.Errorf("token request: HTTP %d: %s", resp.StatusCode, e)
-		if ok && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized) {
+		err := fmt.Errorf("token request: HTTP %d: %s", status, e)
+		if ok && (status == http.StatusBadRequest || status == http.StatusUnauthorized) {
 			c.forgetDeadClient(ctx, reg, e.Error)
 			return nil, &refusedError{refusal: e, err: err}
 		}
@@ -264,17 +272,45 @@ func (c *Client) requestToken(ctx context.Context, endpoint string, reg registra
 	if err := json.Unmarshal(body, &t); err != nil || t.AccessToken == "" {
 		return nil, errors.New("token request: no access_token in the answer")
 	}
-	if t.TokenType != "" && !strings.EqualFold(t.TokenType, "Bearer") {
+	bound := key != nil && strings.EqualFold(t.TokenType, "DPoP")
+	if t.TokenType != "" && !strings.EqualFold(t.TokenType, "Bearer") && !bound {
 		return nil, fmt.Errorf("token request: token type %q, not Bearer", t.TokenType)
 	}
 	now := time.Now()
 	g := &grant{Access: t.AccessToken, Refresh: t.RefreshToken, Scopes: strings.Fields(t.Scope), Token: endpoint, Reg: reg, Issued: now}
+	if bound {
+		g.DPoP = key
+	}
 	if t.ExpiresIn > 0 {
 		// Held to a year: a larger figure would overflow a Duration into
 		// the past, and a token is refreshed within a year anyway.
 		g.Expires = now.Add(time.Duration(min(t.ExpiresIn, maxLifetime.Seconds()) * float64(time.Second)))
 	}
 	return g, nil
+}
+
+// postToken makes one token request, with a new proof of key unless nil,
+// and reads the answer, bounded; nonce reports whether it gave a new DPoP
+// nonce.
+func (c *Client) postToken(ctx context.Context, endpoint string, reg registration, form url.Values, key dpopKey) (status int, body []byte, nonce bool, err error) {
+	req, err := c.tokenRequest(ctx, endpoint, reg, form)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	if key != nil {
+		proof, err := dpopProof(key, http.MethodPost, req.URL, "", c.nonces.get(req.URL))
+		if err != nil {
+			return 0, nil, false, err
+		}
+		req.Header.Set("DPoP", proof)
+	}
+	resp, err := c.o.HTTP.Do(req)
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("token request: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ = io.ReadAll(io.LimitReader(resp.Body, maxMetadataBytes))
+	return resp.StatusCode, body, key != nil && c.nonces.learn(req.URL, resp.Header), nil
 }
 
 // refusedError is a token endpoint's refusal (RFC 6749 §5.2), as opposed

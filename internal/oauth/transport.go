@@ -123,8 +123,22 @@ func (t roundTripper) authorized(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// send sends req with g's token (or none).
+// send sends req with g's token (or none). A DPoP-bound token goes with a
+// new proof each time, and once more with the server's nonce when it asks
+// for one (RFC 9449 §9).
 func (t roundTripper) send(req *http.Request, g *grant) (*http.Response, error) {
+	resp, err := t.sendOnce(req, g)
+	if err != nil || g == nil || g.DPoP == nil || !t.c.nonces.learn(req.URL, resp.Header) {
+		return resp, err
+	}
+	if ch := parseChallenge(resp.Header); resp.StatusCode != http.StatusUnauthorized || !ch.DPoP || ch.Error != "use_dpop_nonce" {
+		return resp, nil
+	}
+	drain(resp)
+	return t.sendOnce(req, g)
+}
+
+func (t roundTripper) sendOnce(req *http.Request, g *grant) (*http.Response, error) {
 	r := req.Clone(req.Context())
 	if req.GetBody != nil {
 		body, err := req.GetBody()
@@ -134,7 +148,16 @@ func (t roundTripper) send(req *http.Request, g *grant) (*http.Response, error) 
 		r.Body = body
 	}
 	r.Header.Del("Authorization") // never a caller's credential: the spec forbids passing it through
-	if g != nil {
+	r.Header.Del("DPoP")
+	switch {
+	case g != nil && g.DPoP != nil:
+		proof, err := dpopProof(g.DPoP, r.Method, r.URL, g.Access, t.c.nonces.get(r.URL))
+		if err != nil {
+			return nil, err
+		}
+		r.Header.Set("Authorization", "DPoP "+g.Access)
+		r.Header.Set("DPoP", proof)
+	case g != nil:
 		r.Header.Set("Authorization", "Bearer "+g.Access)
 	}
 	resp, err := t.base.RoundTrip(r)

@@ -26,12 +26,13 @@ var authScenarios = []string{
 	"iss-supported", "iss-not-advertised", "iss-supported-missing", "iss-wrong-issuer", "iss-unexpected", "iss-normalized",
 	"metadata-issuer-mismatch",
 	"client-credentials-jwt", "client-credentials-basic",
+	"dpop", "dpop-nonce",
 }
 
 // onlyDefault are the scenarios of one version only: the 2026-07-28 ones
 // (whose default is 2026-07-28), and those the suite skips at 2026-07-28
-// (2025-03-26 servers). The client-credentials extensions run at both,
-// 2026-07-28 forced.
+// (2025-03-26 servers). The client-credentials and DPoP extensions run at
+// both, 2026-07-28 forced.
 var onlyDefault = []string{
 	"2025-03-26-oauth-metadata-backcompat", "2025-03-26-oauth-endpoint-fallback",
 	"resource-mismatch", "offline-access-scope", "offline-access-not-supported", "authorization-server-migration",
