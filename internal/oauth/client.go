@@ -135,7 +135,12 @@ func Principal(ctx context.Context) string {
 	if p == nil {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(p.ID))
+	return PrincipalKey(p.ID)
+}
+
+// PrincipalKey is Principal of the caller whose principal ID is id.
+func PrincipalKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:16])
 }
 
