@@ -180,3 +180,55 @@ func TestOAuthConnectToolTypeScript(t *testing.T) {
 		t.Errorf("crm_whoami: %s", steps["whoami"])
 	}
 }
+
+// /ui/state shows, per OAuth upstream, how many principals hold a grant,
+// how many consents are pending, and the last refresh the authorization
+// server refused, and never a token, a state or a link: Alice holds a
+// grant; Bob was asked and has not consented; Carol's grant was revoked,
+// so her refresh was refused and she is asked again.
+func TestOAuthUIShowsGrants(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	p := oauthProxy(t, is, as, "admin: {operators: [{claim: sub, values: [root]}]}\n")
+	alice, bob, carol := is.mint("rsa-1", claims{"sub": "alice"}), is.mint("rsa-1", claims{"sub": "bob"}), is.mint("rsa-1", claims{"sub": "carol"})
+	authorize(t, p.URL, alice, "alice-at-crm")
+	authorize(t, p.URL, carol, "carol-at-crm")
+	bobAsked := whoami(t, p.URL, bob, "")
+	as.revoke("carol-at-crm", true)
+	carolAsked := whoami(t, p.URL, carol, "")
+	if bobAsked.link == "" || carolAsked.link == "" {
+		t.Fatalf("bob %+v, carol %+v: both should be asked", bobAsked, carolAsked)
+	}
+	_, body := fetch(t, http.MethodGet, strings.TrimSuffix(p.URL, "/mcp")+"/ui/state", bearerHeader(is.mint("rsa-1", claims{"sub": "root"})))
+	var st struct {
+		Upstreams []struct {
+			Name  string
+			OAuth *struct {
+				Grants, Pending                   int
+				LastRefreshFailure, LastRefreshAt string
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil || len(st.Upstreams) != 1 || st.Upstreams[0].OAuth == nil {
+		t.Fatalf("/ui/state: %v %s", err, body)
+	}
+	o := st.Upstreams[0].OAuth
+	if o.Grants != 1 || o.Pending != 2 || !strings.Contains(o.LastRefreshFailure, "invalid_grant") || o.LastRefreshAt == "" {
+		t.Errorf("/ui/state's crm: %+v", *o)
+	}
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	for _, secret := range append([]string{stateOf(t, bobAsked.link), stateOf(t, carolAsked.link), "/oauth/connect", alice, bob, carol}, keysOf(as.access, as.refresh)...) {
+		if strings.Contains(body, secret) {
+			t.Errorf("/ui/state shows %q", secret)
+		}
+	}
+}
+
+// keysOf are the keys of maps.
+func keysOf(ms ...map[string]string) []string {
+	var out []string
+	for _, m := range ms {
+		out = slices.AppendSeq(out, maps.Keys(m))
+	}
+	return out
+}

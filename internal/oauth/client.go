@@ -43,6 +43,9 @@ type Client struct {
 	// to its requests while the pending authorization has time left: one
 	// user's calls keep one pending, not one each.
 	asked map[string]askedConsent
+	// refreshFailure is the last refresh's failure, for Stats.
+	refreshFailure  string
+	refreshFailedAt time.Time
 }
 
 type askedConsent struct {

@@ -92,6 +92,25 @@ func tellHub(h *hub.Hub) func(upstream, principal string) {
 	}
 }
 
+// ui is what /ui shows of upstream's OAuth client, nil if it has none.
+func (c *oauthClients) ui(upstream string) *uiOAuth {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	client := c.clients[upstream]
+	c.mu.Unlock()
+	if client == nil {
+		return nil
+	}
+	st := client.Stats()
+	o := &uiOAuth{Grants: st.Grants, Pending: st.Pending, LastRefreshFailure: st.RefreshFailure}
+	if !st.RefreshFailedAt.IsZero() {
+		o.LastRefreshAt = st.RefreshFailedAt.UTC().Format(time.RFC3339)
+	}
+	return o
+}
+
 // closeTimeout bounds how long a closing client may try to store the
 // grants its store has not taken.
 const closeTimeout = 2 * time.Second
