@@ -24,6 +24,11 @@ func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, r
 	if !ok {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.name must be a string")
 	}
+	if u := connectOf(set, name); u != nil && m.Name == mcp.MethodToolsCall {
+		if res, own, err := r.connect(ctx, u, name); !own {
+			return res, err
+		}
+	}
 	if !set.View().Shows(m.Names, name) {
 		return nil, unknownName(m.Names, name)
 	}

@@ -223,6 +223,9 @@ func (r *Router) listResult(m *mcp.Method, res *merge.Result) json.RawMessage {
 func (r *Router) pages(set *upstream.Set) merge.Fetcher {
 	return merge.FetcherFunc(func(ctx context.Context, name string, req *mcp.Request) (json.RawMessage, error) {
 		res, err := r.fetch(ctx, set.Get(name), req, "")
+		if _, consent := oauth.IsConsent(err); consent && req.Method == mcp.MethodToolsList && req.Params["cursor"] == nil {
+			return connectPage(set.Get(name)) // the caller's own to call; past the view's filter, as Manifold's
+		}
 		var rpcErr *jsonrpc.Error
 		if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
 			return nil, merge.ErrNoList
@@ -513,6 +516,9 @@ func capabilities(set *upstream.Set) mcp.Capabilities {
 		}
 	}
 	for _, u := range set.All() {
+		if u.AsksConsent() {
+			orList(&caps.Tools, &mcp.ListCapability{}) // its connect tool, at least
+		}
 		c, ok := u.Capabilities()
 		if !ok {
 			continue

@@ -82,7 +82,12 @@ func (u *Upstream) probeOnce(ctx context.Context) error {
 func (u *Upstream) knock(ctx context.Context) error {
 	gen, err := u.conn.ready(ctx)
 	if err == nil {
-		_, err = u.discover(oauth.Probing(ctx), gen)
+		var s *session
+		if s, err = u.discover(oauth.Probing(ctx), gen); err == nil {
+			u.mu.Lock()
+			u.knocked = s.Info
+			u.mu.Unlock()
+		}
 	}
 	var se *StatusError
 	var rpcErr *jsonrpc.Error

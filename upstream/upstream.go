@@ -58,6 +58,8 @@ type Info struct {
 	Versions     []string
 	Capabilities mcp.Capabilities
 	ServerInfo   mcp.Implementation
+	// Instructions are the server's own, as its server/discover gave them.
+	Instructions string
 }
 
 // Options configure one Upstream: everything the client needs, in its own
@@ -94,7 +96,10 @@ type Options struct {
 	// it without a caller but its health (probe.go's knock), so it is not
 	// negotiated with at start nor watched in the background.
 	PerPrincipal bool
-	TLS          *tls.Config
+	// Description is what the operator says of the server, shown to a
+	// caller who has not authorized it (ConnectDescription).
+	Description string
+	TLS         *tls.Config
 	// Retries is how many times an idempotent HTTP call is sent again
 	// after a connection error or a 429/502/503/504.
 	Retries int
@@ -173,6 +178,7 @@ type Upstream struct {
 	own        map[string]*owned   // sessions of their own, by principal (own.go)
 	closed     bool                // Close ran: sessions opened later are ended at once
 	last       string              // the version of the latest negotiation
+	knocked    Info                // what the latest knock (probe.go) learnt, with no caller's credential
 	probe      singleflight.Group
 	ids        atomic.Int64
 	eraChanges atomic.Uint64
@@ -675,11 +681,13 @@ func (u *Upstream) discover(ctx context.Context, gen uint64) (*session, error) {
 	var r struct {
 		SupportedVersions []string                   `json:"supportedVersions"`
 		Capabilities      mcp.Capabilities           `json:"capabilities"`
+		Instructions      string                     `json:"instructions"`
 		Meta              map[string]json.RawMessage `json:"_meta"`
 	}
 	if err := json.Unmarshal(msg.Result, &r); err != nil {
 		return nil, fmt.Errorf("server/discover result: %w", err)
 	}
+	s.Instructions = r.Instructions
 	if !contains(r.SupportedVersions, mcp.Version) {
 		return nil, fmt.Errorf("server/discover: server supports %v, not %s", r.SupportedVersions, mcp.Version)
 	}

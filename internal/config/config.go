@@ -282,6 +282,9 @@ type Log struct {
 // stdio (Command).
 type Upstream struct {
 	Name string `yaml:"name"`
+	// Description is what a caller who has not authorized an OAuth
+	// upstream (mode user) is told of it, on its connect tool.
+	Description string `yaml:"description"`
 	// Required upstreams must be ready for /readyz to say ready.
 	Required bool `yaml:"required"`
 

@@ -252,6 +252,9 @@ func (c *Client) Callback(ctx context.Context, q url.Values) error {
 	}
 	g.Version = nextVersion(prev)
 	c.keep(ctx, p.Principal, g)
+	if c.o.Connected != nil {
+		c.o.Connected(p.Principal)
+	}
 	return nil
 }
 

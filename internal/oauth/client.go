@@ -44,6 +44,9 @@ type Client struct {
 	// to its requests while the pending authorization has time left: one
 	// user's calls keep one pending, not one each.
 	asked map[string]askedConsent
+	// refreshFailure is the last refresh's failure, for Stats.
+	refreshFailure  string
+	refreshFailedAt time.Time
 }
 
 type askedConsent struct {
@@ -136,7 +139,12 @@ func Principal(ctx context.Context) string {
 	if p == nil {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(p.ID))
+	return PrincipalKey(p.ID)
+}
+
+// PrincipalKey is Principal of the caller whose principal ID is id.
+func PrincipalKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:16])
 }
 

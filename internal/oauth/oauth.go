@@ -78,6 +78,9 @@ type Options struct {
 	// Store keeps registrations, pending authorizations and tokens.
 	Store  Store
 	Logger *slog.Logger
+	// Connected, if set, is told of each consent completed, with the
+	// principal (as Principal names it) that now holds a grant.
+	Connected func(principal string)
 }
 
 // ConsentRequired is the failure of a request whose caller has no token

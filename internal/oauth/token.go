@@ -200,10 +200,12 @@ func (c *Client) refreshed(ctx context.Context, principal string, stale *grant) 
 			return newer, nil // refreshed elsewhere meanwhile
 		}
 		c.log.Info("oauth: a refresh was refused; the user will be asked again", "refusal", refused.refusal.String())
+		c.refreshFailed("refused: " + refused.refusal.String())
 		c.drop(ctx, principal, stale)
 		return nil, nil
 	}
 	if err != nil {
+		c.refreshFailed(err.Error())
 		return nil, fmt.Errorf("refreshing the token: %w", err)
 	}
 	if g.Refresh == "" {

@@ -195,6 +195,30 @@ func (h *Hub) OnEvent(name string, ev upstream.Event) {
 	}
 }
 
+// Connected tells the subscribers of the principals principal admits
+// (by principal ID) that upstream name's lists changed for them alone:
+// their user authorized it, and where one tool asked for the consent, the
+// server's own tools, prompts and resources are listed now.
+func (h *Hub) Connected(name string, principal func(id string) bool) {
+	u := h.o.Upstreams.Load().Get(name)
+	if u == nil {
+		return
+	}
+	caps, known := u.Capabilities()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		if s.principal == "" || !principal(s.principal) || !h.admits(s, name) {
+			continue
+		}
+		for _, lc := range s.lists {
+			if lc.List == mcp.MethodToolsList || !known || lc.Served(caps) {
+				h.send(s, Event{List: lc})
+			}
+		}
+	}
+}
+
 // invalidate makes the cache forget what changed, before anyone is told:
 // whoever is told of a change and reads again must not be served what
 // changed.
@@ -474,10 +498,13 @@ func (h *Hub) capabilities(ctx context.Context, set *upstream.Set) map[string]mc
 		c, ok := u.Capabilities()
 		if !ok {
 			info, err := u.Info(ctx)
-			if err != nil {
+			if err != nil && !u.AsksConsent() {
 				continue
 			}
 			c = info.Capabilities
+		}
+		if u.AsksConsent() && c.Tools == nil {
+			c.Tools = &mcp.ListCapability{} // its connect tool, until the caller consents
 		}
 		out[u.Name()] = c
 	}

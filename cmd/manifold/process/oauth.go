@@ -28,6 +28,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/oauth"
 	"github.com/manifold-mcp/manifold/internal/outage"
 	"github.com/manifold-mcp/manifold/internal/ratelimit"
+	"github.com/manifold-mcp/manifold/router/hub"
 	"github.com/manifold-mcp/manifold/upstream"
 )
 
@@ -49,6 +50,10 @@ type oauthClients struct {
 
 	mu      sync.Mutex
 	clients map[string]*oauth.Client
+
+	// connected is told of each consent completed (the process sets it
+	// before it serves: the hub tells the principal's streams).
+	connected func(upstream, principal string)
 }
 
 // pageLimit is the limit of each client address on the callback and the
@@ -77,6 +82,33 @@ func newOAuthClients(cfg *config.Config, log *slog.Logger) (*oauthClients, error
 		o.store, o.rdb = oauth.NewRedisStore(r.Client, r.Prefix+"oauth:", max(r.Timeout, 500*time.Millisecond), brk)
 	}
 	return o, nil
+}
+
+// tellHub is the connected of a process: the hub tells the streams of
+// the principal that consented that the upstream's lists changed.
+func tellHub(h *hub.Hub) func(upstream, principal string) {
+	return func(upstream, principal string) {
+		h.Connected(upstream, func(id string) bool { return oauth.PrincipalKey(id) == principal })
+	}
+}
+
+// ui is what /ui shows of upstream's OAuth client, nil if it has none.
+func (c *oauthClients) ui(upstream string) *uiOAuth {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	client := c.clients[upstream]
+	c.mu.Unlock()
+	if client == nil {
+		return nil
+	}
+	st := client.Stats()
+	o := &uiOAuth{Grants: st.Grants, Pending: st.Pending, LastRefreshFailure: st.RefreshFailure}
+	if !st.RefreshFailedAt.IsZero() {
+		o.LastRefreshAt = st.RefreshFailedAt.UTC().Format(time.RFC3339)
+	}
+	return o
 }
 
 // closeTimeout bounds how long a closing client may try to store the
@@ -129,6 +161,11 @@ func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.
 		ClientID: uc.OAuth.ClientID, ClientSecret: uc.OAuth.ClientSecret, PrivateKey: key,
 		MetadataURL: uc.OAuth.ClientMetadataURL, Scopes: uc.OAuth.Scopes,
 		RedirectURI: cfg.CallbackURL(), ConnectURI: cfg.ConnectURL(), HTTP: hc, Store: c.store, Logger: c.log,
+		Connected: func(principal string) {
+			if c.connected != nil {
+				c.connected(uc.Name, principal)
+			}
+		},
 	}, c.secret)
 	o.Authorize = client.Transport
 	if uc.OAuth.Mode == config.OAuthUser {

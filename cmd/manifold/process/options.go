@@ -77,6 +77,7 @@ func upstreamOptions(uc config.Upstream, credentials []string) (upstream.Options
 		ForwardHeaders: uc.ForwardHeaders,
 		KeyByPrincipal: uc.CacheKey == config.CacheKeyPrincipal || !forwardsAny(uc.ForwardHeaders, credentials),
 		PerPrincipal:   uc.PerPrincipal,
+		Description:    uc.Description,
 		Retries:        *uc.Retries,
 		Command:        uc.Command,
 		InheritEnv:     uc.InheritEnv,

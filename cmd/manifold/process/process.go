@@ -123,6 +123,9 @@ func (p *Process) newDispatcher(ns namespace.Namespace) *frontend.Dispatcher {
 		MaxBytes:    int64(cfg.Subscriptions.MaxBytes),
 	})
 	p.hubReady.Store(p.hub)
+	if p.oauth != nil {
+		p.oauth.connected = tellHub(p.hub)
+	}
 	rt := router.New(router.Options{
 		Upstreams: p.upstreams,
 		Namespace: ns,

@@ -41,17 +41,27 @@ type uiState struct {
 }
 
 type uiUpstream struct {
-	Name      string  `json:"name"`
-	Transport string  `json:"transport"`
-	Protocol  string  `json:"protocol"`
-	State     string  `json:"state"`
-	Required  bool    `json:"required"`
-	LastError string  `json:"lastError"`
-	LastErrAt string  `json:"lastErrorAt"`
-	P50ms     float64 `json:"p50ms"`
-	P99ms     float64 `json:"p99ms"`
-	PerSecond float64 `json:"callsPerSecond"`
-	Cache     uiCache `json:"cache"`
+	Name      string   `json:"name"`
+	Transport string   `json:"transport"`
+	Protocol  string   `json:"protocol"`
+	State     string   `json:"state"`
+	Required  bool     `json:"required"`
+	LastError string   `json:"lastError"`
+	LastErrAt string   `json:"lastErrorAt"`
+	P50ms     float64  `json:"p50ms"`
+	P99ms     float64  `json:"p99ms"`
+	PerSecond float64  `json:"callsPerSecond"`
+	Cache     uiCache  `json:"cache"`
+	OAuth     *uiOAuth `json:"oauth,omitempty"` // an OAuth upstream's
+}
+
+// uiOAuth is what an operator sees of an OAuth upstream (this replica's
+// figures): never a token, a state or a link.
+type uiOAuth struct {
+	Grants             int    `json:"grants"`
+	Pending            int    `json:"pending"`
+	LastRefreshFailure string `json:"lastRefreshFailure"`
+	LastRefreshAt      string `json:"lastRefreshAt"`
 }
 
 // uiCache holds hit ratios: the share of lookups each tier answered.
@@ -91,6 +101,7 @@ func (p *Process) state(a audience) uiState {
 		if !us.LastErrAt.IsZero() {
 			row.LastErrAt = us.LastErrAt.UTC().Format(time.RFC3339)
 		}
+		row.OAuth = p.oauth.ui(u.Name())
 		s.Upstreams = append(s.Upstreams, row)
 	}
 	s.Cache = ratios(mem, red, total)

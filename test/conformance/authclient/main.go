@@ -71,11 +71,54 @@ func run(bin, logs, server string) error {
 	defer stop()
 	c := &caller{url: base + "/mcp", http: &http.Client{Timeout: 20 * time.Second}}
 	for i := 1; i <= 2; i++ {
-		if err := c.callTool(i); err != nil {
-			return fmt.Errorf("call %d: %w", i, err)
+		if err := c.useTool(i); err != nil {
+			return fmt.Errorf("round %d: %w", i, err)
 		}
 	}
 	return nil
+}
+
+// suiteTool is the suite's tool in Manifold's prefix namespace; connectTool
+// the tool Manifold lists in its place until the user consents.
+const suiteTool, connectTool = "suite_test-tool", "suite_connect"
+
+// useTool is what a host does: list the tools, call the suite's if listed,
+// else the connect tool listed in its place, then list again and call it.
+func (c *caller) useTool(round int) error {
+	id := round * 10
+	listed, err := c.listTools(id)
+	if err != nil {
+		return err
+	}
+	if !listed[suiteTool] {
+		if !listed[connectTool] {
+			return fmt.Errorf("tools/list shows neither %s nor %s", suiteTool, connectTool)
+		}
+		if err := c.callTool(id+1, connectTool); err != nil {
+			return fmt.Errorf("%s: %w", connectTool, err)
+		}
+		if listed, err = c.listTools(id + 2); err != nil {
+			return err
+		}
+		if !listed[suiteTool] {
+			return fmt.Errorf("after the consent, tools/list does not show %s", suiteTool)
+		}
+	}
+	return c.callTool(id+3, suiteTool)
+}
+
+// listTools lists the tools the caller is shown (one page: the suite's
+// server has one tool).
+func (c *caller) listTools(id int) (map[string]bool, error) {
+	res, err := c.post(id, "tools/list", "", "")
+	if err != nil {
+		return nil, fmt.Errorf("tools/list: %w", err)
+	}
+	names := map[string]bool{}
+	for _, t := range res.Tools {
+		names[t.Name] = true
+	}
+	return names, nil
 }
 
 func freePort() (int, error) {
@@ -182,11 +225,11 @@ type caller struct {
 // maxRounds bounds the consents one call may ask for.
 const maxRounds = 5
 
-// callTool calls the suite's tool through Manifold, consenting when asked.
-func (c *caller) callTool(id int) error {
-	extra := ""
+// callTool calls the tool name through Manifold, consenting when asked.
+func (c *caller) callTool(id int, name string) error {
+	extra := `,"arguments":{}`
 	for round := 0; round < maxRounds; round++ {
-		res, err := c.post(id, extra)
+		res, err := c.post(id, "tools/call", name, extra)
 		if err != nil {
 			return err
 		}
@@ -200,7 +243,7 @@ func (c *caller) callTool(id int) error {
 		if err := c.consent(link); err != nil {
 			return err
 		}
-		extra = fmt.Sprintf(`,"requestState":%q,"inputResponses":{%q:{"action":"accept"}}`, res.RequestState, key)
+		extra = fmt.Sprintf(`,"arguments":{},"requestState":%q,"inputResponses":{%q:{"action":"accept"}}`, res.RequestState, key)
 	}
 	return fmt.Errorf("still asked for consent after %d rounds", maxRounds)
 }
@@ -209,17 +252,27 @@ type result struct {
 	ResultType    string                     `json:"resultType"`
 	InputRequests map[string]json.RawMessage `json:"inputRequests"`
 	RequestState  string                     `json:"requestState"`
+	Tools         []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
 }
 
-// post sends tools/call of the suite's tool (its name in Manifold's
-// prefix namespace) with extra params, and returns the result.
-func (c *caller) post(id int, extra string) (*result, error) {
+// post sends method (of the tool name, if any) with extra params, and
+// returns the result.
+func (c *caller) post(id int, method, name, extra string) (*result, error) {
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"url":{}}},"io.modelcontextprotocol/clientInfo":{"name":"authclient","version":"1"}}`
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"suite_test-tool","arguments":{}%s,%s}}`, id, extra, meta)
+	params := meta + extra
+	if name != "" {
+		params = fmt.Sprintf(`"name":%q,%s`, name, params)
+	}
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s}}`, id, method, params)
 	req, _ := http.NewRequest(http.MethodPost, c.url, strings.NewReader(body))
 	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-		"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "suite_test-tool", "Authorization": "Bearer " + callerToken} {
+		"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, "Authorization": "Bearer " + callerToken} {
 		req.Header.Set(k, v)
+	}
+	if name != "" {
+		req.Header.Set("Mcp-Name", name)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
