@@ -26,6 +26,7 @@ var authScenarios = []string{
 	"iss-supported", "iss-not-advertised", "iss-supported-missing", "iss-wrong-issuer", "iss-unexpected", "iss-normalized",
 	"metadata-issuer-mismatch",
 	"client-credentials-jwt", "client-credentials-basic",
+	"enterprise-managed-authorization", "wif-jwt-bearer",
 }
 
 // onlyDefault are the scenarios of one version only: the 2026-07-28 ones
