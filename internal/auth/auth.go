@@ -25,7 +25,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -130,11 +129,10 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (*Pri
 	if a.fromCert {
 		return fromCertificate(r)
 	}
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+	tok, ok := bearerToken(r)
+	if !ok {
 		return nil, ErrNoToken
 	}
-	tok = strings.TrimSpace(tok)
 	if p, ok := a.static.match(tok); ok {
 		return p, nil
 	}

@@ -364,6 +364,26 @@ type OAuth struct {
 	// Scopes are asked for when neither the server's challenge nor its
 	// metadata names any.
 	Scopes []string `yaml:"scopes"`
+	// TokenEndpoint is the security token service the caller's token is
+	// exchanged at (mode exchange, RFC 8693), Audience what the exchanged
+	// token is asked for (default: the upstream's url).
+	TokenEndpoint string `yaml:"token_endpoint"`
+	Audience      string `yaml:"audience"`
+	// IdP is the organization's identity provider that turns the caller's
+	// ID token into an ID-JAG for the upstream's authorization server
+	// (mode enterprise).
+	IdP *OAuthIdP `yaml:"idp"`
+	// AssertionFile holds Manifold's workload JWT, read at each token
+	// request (mode workload): the platform rotates it.
+	AssertionFile string `yaml:"assertion_file"`
+}
+
+// OAuthIdP is Manifold's registration at an organization's identity
+// provider (oauth mode enterprise).
+type OAuthIdP struct {
+	TokenEndpoint string `yaml:"token_endpoint"`
+	ClientID      string `yaml:"client_id"`
+	ClientSecret  string `yaml:"client_secret"`
 }
 
 // Filter selects names by glob (path.Match syntax, on the upstream's own

@@ -35,6 +35,7 @@ func (c *Config) resolvePaths(folder string) {
 		u.TLS.CAFile, u.TLS.CertFile, u.TLS.KeyFile = abs(u.TLS.CAFile), abs(u.TLS.CertFile), abs(u.TLS.KeyFile)
 		if u.OAuth != nil {
 			u.OAuth.PrivateKeyFile = abs(u.OAuth.PrivateKeyFile)
+			u.OAuth.AssertionFile = abs(u.OAuth.AssertionFile)
 		}
 	}
 }
@@ -65,6 +66,7 @@ func (c *Config) checkFiles() []Problem {
 		}
 		if u.OAuth != nil {
 			checkKeyFile(at+"oauth", u.OAuth.PrivateKeyFile, &ps)
+			checkAssertionFile(at+"oauth", u.OAuth.AssertionFile, &ps)
 		}
 	}
 	return ps

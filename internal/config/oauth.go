@@ -14,6 +14,9 @@ import (
 const (
 	OAuthUser              = "user"
 	OAuthClientCredentials = "client_credentials"
+	OAuthExchange          = "exchange"
+	OAuthEnterprise        = "enterprise"
+	OAuthWorkload          = "workload"
 )
 
 // validateOAuth checks each upstream's oauth and what it needs of the rest:
@@ -42,9 +45,19 @@ func (c *Config) validateOAuth(ps *problems) {
 			} else if o.ClientSecret == "" && o.PrivateKeyFile == "" {
 				ps.add(at+".client_secret", "client_credentials needs client_secret or private_key_file")
 			}
+		case OAuthExchange, OAuthEnterprise:
+			c.validateOnBehalf(at, o, ps)
+			if u.ToolCache.Scope == "public" {
+				ps.add(fmt.Sprintf("upstreams[%d].tool_cache.scope", i), "must be private with oauth mode %s: the upstream answers each caller as themselves", o.Mode)
+			}
+		case OAuthWorkload:
+			if o.AssertionFile == "" {
+				ps.add(at+".assertion_file", "is required with mode workload: it holds the workload's JWT")
+			}
 		default:
-			ps.add(at+".mode", "must be user or client_credentials, not %q", o.Mode)
+			ps.add(at+".mode", "must be user, client_credentials, exchange, enterprise or workload, not %q", o.Mode)
 		}
+		validateBehalfKeys(at, o, ps)
 		if u.IsStdio() {
 			ps.add(at, "only an HTTP upstream can be an OAuth-protected resource")
 		}
@@ -63,6 +76,53 @@ func (c *Config) validateOAuth(ps *problems) {
 	}
 	if users {
 		c.validatePublicURL(ps)
+	}
+}
+
+// validateOnBehalf checks modes exchange and enterprise: each exchanges
+// the caller's own token, so callers must present one (a client
+// certificate alone gives nothing to exchange), at a secure endpoint.
+func (c *Config) validateOnBehalf(at string, o *OAuth, ps *problems) {
+	if len(c.Auth.BearerTokens) == 0 && c.Auth.JWT.Issuer == "" {
+		ps.add(at+".mode", "%s exchanges the caller's token, so it needs callers authenticated by token (auth.jwt or auth.bearer_tokens)", o.Mode)
+	}
+	if o.ClientID == "" {
+		ps.add(at+".client_id", "is required with mode %s", o.Mode)
+	}
+	endpoint, key := o.TokenEndpoint, ".token_endpoint"
+	if o.Mode == OAuthEnterprise {
+		if o.IdP == nil || o.IdP.ClientID == "" {
+			ps.add(at+".idp.client_id", "is required with mode enterprise: the ID token's audience at the identity provider")
+		}
+		endpoint, key = "", ".idp.token_endpoint"
+		if o.IdP != nil {
+			endpoint = o.IdP.TokenEndpoint
+		}
+	}
+	if endpoint == "" {
+		ps.add(at+key, "is required with mode %s", o.Mode)
+	} else if p, err := url.Parse(endpoint); err != nil || p.Host == "" || !loopback.Secure(p) {
+		ps.add(at+key, "must be an https URL (http only on loopback), not %q", endpoint)
+	}
+}
+
+// validateBehalfKeys refuses the keys of one mode given to another, where
+// they would be silently ignored.
+func validateBehalfKeys(at string, o *OAuth, ps *problems) {
+	if o.TokenEndpoint != "" && o.Mode != OAuthExchange {
+		ps.add(at+".token_endpoint", "is for mode exchange only")
+	}
+	if o.Audience != "" && o.Mode != OAuthExchange {
+		ps.add(at+".audience", "is for mode exchange only")
+	}
+	if o.IdP != nil && o.Mode != OAuthEnterprise {
+		ps.add(at+".idp", "is for mode enterprise only")
+	}
+	if o.AssertionFile != "" && o.Mode != OAuthWorkload {
+		ps.add(at+".assertion_file", "is for mode workload only")
+	}
+	if o.Mode == OAuthWorkload && o.PrivateKeyFile != "" {
+		ps.add(at+".private_key_file", "mode workload authenticates with assertion_file")
 	}
 }
 
@@ -95,6 +155,25 @@ func checkKeyFile(at, path string, ps *problems) {
 	}
 	if _, err := os.ReadFile(path); err != nil {
 		ps.add(at+".private_key_file", "%v", plain(err))
+	}
+}
+
+// maxAssertionBytes bounds a workload JWT file.
+const maxAssertionBytes = 16 << 10
+
+// checkAssertionFile reports an unreadable or oversized assertion_file.
+func checkAssertionFile(at, path string, ps *problems) {
+	if path == "" {
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		ps.add(at+".assertion_file", "%v", plain(err))
+		return
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > maxAssertionBytes {
+		ps.add(at+".assertion_file", "holds %d bytes; a workload JWT is at most %d", fi.Size(), maxAssertionBytes)
 	}
 }
 

@@ -97,7 +97,8 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 // tokens and registrations of the one before out of reach.
 func configDigest(o Options) string {
 	h := sha256.New()
-	for _, s := range append([]string{o.Upstream, o.Resource, o.Mode, o.ClientID, o.ClientSecret, o.MetadataURL, o.RedirectURI}, o.Scopes...) {
+	for _, s := range append([]string{o.Upstream, o.Resource, o.Mode, o.ClientID, o.ClientSecret, o.MetadataURL, o.RedirectURI,
+		o.TokenEndpoint, o.Audience, o.IdP.TokenEndpoint, o.IdP.ClientID, o.IdP.ClientSecret, o.AssertionFile}, o.Scopes...) {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
@@ -111,7 +112,7 @@ func configDigest(o Options) string {
 // principal (as a digest) in mode user, Manifold itself with client
 // credentials.
 func (c *Client) principalOf(ctx context.Context) (string, error) {
-	if c.o.Mode == ModeClientCredentials {
+	if !c.perPrincipal() {
 		return "manifold", nil
 	}
 	p := Principal(ctx)

@@ -66,6 +66,14 @@ type Options struct {
 	// Scopes are asked for when neither the challenge nor the metadata
 	// names any.
 	Scopes []string
+	// TokenEndpoint is the security token service of mode exchange, and
+	// Audience the exchanged token's (default: Resource). IdP is the
+	// identity provider of mode enterprise; AssertionFile the workload
+	// JWT of mode workload.
+	TokenEndpoint string
+	Audience      string
+	IdP           IdP
+	AssertionFile string
 	// RedirectURI is Manifold's callback, {public_url}/oauth/callback;
 	// ConnectURI its consent page, {public_url}/oauth/connect, which the
 	// link a user is shown opens (see Connection).

@@ -133,7 +133,7 @@ func (c *Client) current(ctx context.Context, principal string) (*grant, error) 
 		}
 	}
 	switch {
-	case c.o.Mode == ModeClientCredentials && (g == nil || g.due(time.Now())):
+	case c.o.Mode != ModeUser && (g == nil || g.due(time.Now())): // no consent: asked for afresh
 		return c.renew(ctx, principal, nil)
 	case g != nil && g.due(time.Now()) && g.Refresh != "":
 		return c.renew(ctx, principal, g)
@@ -163,8 +163,8 @@ func (c *Client) renew(ctx context.Context, principal string, stale *grant) (*gr
 	v, err, _ := c.refresh.Do(principal, func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTimeout)
 		defer cancel()
-		if c.o.Mode == ModeClientCredentials {
-			g, err := c.clientCredentials(ctx)
+		if c.o.Mode != ModeUser {
+			g, err := c.obtain(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -428,7 +428,9 @@ func (c *Client) tokenRequest(ctx context.Context, endpoint string, reg registra
 		form.Set("client_assertion", assertion)
 	case "client_secret_basic":
 	default: // none
-		form.Set("client_id", reg.ClientID)
+		if reg.ClientID != "" { // a workload may have none
+			form.Set("client_id", reg.ClientID)
+		}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {

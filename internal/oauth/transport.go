@@ -64,7 +64,7 @@ func (e *sendError) Error() string { return e.err.Error() }
 func (t roundTripper) authorized(req *http.Request) (*http.Response, error) {
 	c := t.c
 	ctx := req.Context()
-	if c.o.Mode == ModeUser && probing(ctx) {
+	if c.perPrincipal() && probing(ctx) {
 		return t.send(req, nil) // no principal's: its challenge says the server is up
 	}
 	principal, err := c.principalOf(ctx)
@@ -80,7 +80,7 @@ func (t roundTripper) authorized(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	switch {
-	case resp.StatusCode == http.StatusUnauthorized && g != nil && c.o.Mode == ModeClientCredentials:
+	case resp.StatusCode == http.StatusUnauthorized && g != nil && c.o.Mode != ModeUser:
 		// Refused: a new grant, once.
 		drain(resp)
 		c.drop(ctx, principal, g)

@@ -108,7 +108,11 @@ func Authenticate(a *auth.Authenticator, res auth.Resource, log *slog.Logger) Li
 				writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "unauthorized: a valid bearer token is required"), http.StatusUnauthorized)
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+			ctx := auth.WithPrincipal(r.Context(), p)
+			if c, ok := a.Presented(r); ok {
+				ctx = auth.WithCredential(ctx, c) // for an upstream that exchanges it, this request only
+			}
+			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
 }

@@ -27,6 +27,7 @@ var authScenarios = []string{
 	"metadata-issuer-mismatch",
 	"client-credentials-jwt", "client-credentials-basic",
 	"dpop", "dpop-nonce",
+	"enterprise-managed-authorization", "wif-jwt-bearer",
 }
 
 // onlyDefault are the scenarios of one version only: the 2026-07-28 ones

@@ -166,9 +166,10 @@ func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.
 				c.connected(uc.Name, principal)
 			}
 		},
+		TokenEndpoint: uc.OAuth.TokenEndpoint, Audience: uc.OAuth.Audience, IdP: idpOf(uc.OAuth), AssertionFile: uc.OAuth.AssertionFile,
 	}, c.secret)
 	o.Authorize = client.Transport
-	if uc.OAuth.Mode == config.OAuthUser {
+	if m := uc.OAuth.Mode; m == config.OAuthUser || m == config.OAuthExchange || m == config.OAuthEnterprise {
 		o.PerPrincipal, o.KeyByPrincipal = true, true
 	}
 	c.mu.Lock()
@@ -182,6 +183,14 @@ func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.
 		closeClient(old)
 	}
 	return nil
+}
+
+// idpOf is the identity provider of mode enterprise.
+func idpOf(o *config.OAuth) oauth.IdP {
+	if o.IdP == nil {
+		return oauth.IdP{}
+	}
+	return oauth.IdP{TokenEndpoint: o.IdP.TokenEndpoint, ClientID: o.IdP.ClientID, ClientSecret: o.IdP.ClientSecret}
 }
 
 // closeClient closes a replaced or removed client, within closeTimeout.

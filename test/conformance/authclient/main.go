@@ -33,7 +33,9 @@ import (
 	"time"
 )
 
-const callerToken = "conformance-caller-0123456789abcdef"
+// callerToken is the agent's token at Manifold: a static one, or (in the
+// enterprise-managed scenario) the IdP's ID token that Manifold exchanges.
+var callerToken = "conformance-caller-0123456789abcdef"
 
 func main() {
 	bin := flag.String("manifold", "manifold", "the manifold binary")
@@ -137,6 +139,13 @@ func configFor(dir, base, server string) (string, error) {
 		ClientID      string `json:"client_id"`
 		ClientSecret  string `json:"client_secret"`
 		PrivateKeyPEM string `json:"private_key_pem"`
+		// auth/enterprise-managed-authorization: the organization's IdP
+		// and the caller's ID token there; auth/wif-jwt-bearer: the
+		// workload's JWT.
+		IdPClientID      string `json:"idp_client_id"`
+		IdPIDToken       string `json:"idp_id_token"`
+		IdPTokenEndpoint string `json:"idp_token_endpoint"`
+		ValidJWT         string `json:"valid_jwt"`
 	}
 	if raw := os.Getenv("MCP_CONFORMANCE_CONTEXT"); raw != "" {
 		if err := json.Unmarshal([]byte(raw), &ctx); err != nil {
@@ -144,8 +153,18 @@ func configFor(dir, base, server string) (string, error) {
 		}
 	}
 	oauth := "mode: user, client_metadata_url: \"https://conformance-test.local/client-metadata.json\""
-	if strings.HasPrefix(os.Getenv("MCP_CONFORMANCE_SCENARIO"), "auth/client-credentials") {
+	switch scenario := os.Getenv("MCP_CONFORMANCE_SCENARIO"); {
+	case strings.HasPrefix(scenario, "auth/client-credentials"):
 		oauth = "mode: client_credentials"
+	case scenario == "auth/wif-jwt-bearer":
+		jwt := filepath.Join(dir, "workload.jwt")
+		if err := os.WriteFile(jwt, []byte(ctx.ValidJWT), 0o600); err != nil {
+			return "", err
+		}
+		oauth = fmt.Sprintf("mode: workload, assertion_file: %q", jwt)
+	case scenario == "auth/enterprise-managed-authorization":
+		oauth = fmt.Sprintf("mode: enterprise, idp: {token_endpoint: %q, client_id: %q}", ctx.IdPTokenEndpoint, ctx.IdPClientID)
+		callerToken = ctx.IdPIDToken // admitted as a static token: the suite's IdP publishes no keys
 	}
 	if ctx.ClientID != "" {
 		oauth += fmt.Sprintf(", client_id: %q", ctx.ClientID)
