@@ -53,6 +53,8 @@ type authServer struct {
 	// it is closed; held counts the requests that came.
 	gate chan struct{}
 	held atomic.Int32
+
+	registrations int // the dynamic registrations it answered
 }
 
 type authCode struct {
@@ -123,6 +125,9 @@ func (a *authServer) routes(mcpServer func(*authServer) http.Handler) http.Handl
 			"authorization_response_iss_parameter_supported": true})
 	})
 	mux.HandleFunc("POST /register", func(w http.ResponseWriter, _ *http.Request) {
+		a.mu.Lock()
+		a.registrations++
+		a.mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 		writeJSON(w, map[string]any{"client_id": "manifold-client", "token_endpoint_auth_method": "none"})
 	})
@@ -243,6 +248,12 @@ func (a *authServer) counts() (exchanges, refreshes int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.exchanges, a.refreshes
+}
+
+func (a *authServer) registrationCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.registrations
 }
 
 // whoamiServer's tool whoami answers with the user of the token it was

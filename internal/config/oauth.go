@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -17,8 +18,10 @@ const (
 )
 
 // validateOAuth checks each upstream's oauth and what it needs of the rest:
-// mode user keys tokens by principal (so downstream authentication) and
-// sends browsers back to public_url (https outside loopback).
+// mode user keys tokens by principal (so downstream authentication, or a
+// loopback listener whose callers are one local principal) and sends
+// browsers back to public_url (https outside loopback; on a loopback
+// listener, the listener itself by default).
 func (c *Config) validateOAuth(ps *problems) {
 	users := false
 	for i, u := range c.Upstreams {
@@ -30,8 +33,8 @@ func (c *Config) validateOAuth(ps *problems) {
 		switch o.Mode {
 		case OAuthUser:
 			users = true
-			if !c.Auth.Enabled() {
-				ps.add(at+".mode", "user keeps a token per principal, so it needs downstream authentication (auth)")
+			if !c.Auth.Enabled() && !c.LoopbackListen() {
+				ps.add(at+".mode", "user keeps a token per principal, so it needs downstream authentication (auth) unless listen is a loopback address (its callers are then one local principal)")
 			}
 			if u.ToolCache.Scope == "public" {
 				ps.add(fmt.Sprintf("upstreams[%d].tool_cache.scope", i), "must be private with oauth mode user: the upstream answers each user as themselves, and a public entry would serve one user's results to everyone")
@@ -69,7 +72,9 @@ func (c *Config) validateOAuth(ps *problems) {
 // validatePublicURL checks the base URL a user's browser comes back to.
 func (c *Config) validatePublicURL(ps *problems) {
 	if c.PublicURL == "" {
-		ps.add("public_url", "is required with an upstream of oauth mode user: the authorization server sends the user back to {public_url}/oauth/callback")
+		if !c.LoopbackListen() {
+			ps.add("public_url", "is required with an upstream of oauth mode user unless listen is a loopback address: the authorization server sends the user back to {public_url}/oauth/callback")
+		}
 		return
 	}
 	p, err := url.Parse(c.PublicURL)
@@ -102,11 +107,33 @@ func checkKeyFile(at, path string, ps *problems) {
 const CallbackPath = "/oauth/callback"
 
 // CallbackURL is Manifold's OAuth redirect URI.
-func (c *Config) CallbackURL() string { return strings.TrimSuffix(c.PublicURL, "/") + CallbackPath }
+func (c *Config) CallbackURL() string { return c.BaseURL() + CallbackPath }
+
+// BaseURL is where a user's browser reaches Manifold: public_url, else,
+// on a loopback listen address, that address (RFC 8252's loopback
+// redirect); "" when neither.
+func (c *Config) BaseURL() string {
+	switch {
+	case c.PublicURL != "":
+		return strings.TrimSuffix(c.PublicURL, "/")
+	case !c.LoopbackListen():
+		return ""
+	case c.TLS.CertFile != "":
+		return "https://" + c.Listen
+	}
+	return "http://" + c.Listen
+}
+
+// LoopbackListen reports whether listen is a loopback address, reached
+// from this machine only.
+func (c *Config) LoopbackListen() bool {
+	host, _, err := net.SplitHostPort(c.Listen)
+	return err == nil && loopback.Host(host)
+}
 
 // ConnectPath is the page a consent link opens, which names whom the
 // authorization is for before the user goes on to the authorization server.
 const ConnectPath = "/oauth/connect"
 
 // ConnectURL is the consent page's URL.
-func (c *Config) ConnectURL() string { return strings.TrimSuffix(c.PublicURL, "/") + ConnectPath }
+func (c *Config) ConnectURL() string { return c.BaseURL() + ConnectPath }

@@ -36,6 +36,10 @@ import (
 // it, so that a callback reaching any replica finds its authorization, and
 // every replica the tokens) and the secret that seals what it holds.
 type oauthClients struct {
+	// base is where a user's browser reaches this process: its callback
+	// is base/oauth/callback, its consent page base/oauth/connect ("": it
+	// serves neither).
+	base   string
 	store  oauth.Store
 	rdb    redis.UniversalClient // the store's, when it is Redis
 	secret []byte
@@ -55,8 +59,8 @@ type oauthClients struct {
 // consent page together: a consent takes three requests.
 var pageLimit = ratelimit.Limit{Rate: 1, Burst: 20}
 
-func newOAuthClients(cfg *config.Config, log *slog.Logger) (*oauthClients, error) {
-	o := &oauthClients{store: oauth.NewMemoryStore(), secret: oauthSecret(cfg), log: log, clients: map[string]*oauth.Client{},
+func newOAuthClients(cfg *config.Config, base string, log *slog.Logger) (*oauthClients, error) {
+	o := &oauthClients{base: base, store: oauth.NewMemoryStore(), secret: oauthSecret(cfg), log: log, clients: map[string]*oauth.Client{},
 		pages:     ratelimit.New("oauth page", pageLimit, ratelimit.Shared{}),
 		callbacks: &outage.Summary{Log: log, Subject: "oauth callback"},
 		connects:  &outage.Summary{Log: log, Subject: "oauth consent page"}}
@@ -114,7 +118,7 @@ func oauthSecret(cfg *config.Config) []byte {
 
 // wire makes o's upstream an OAuth client's: its requests go through the
 // client, and (mode user) per principal.
-func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.Options) error {
+func (c *oauthClients) wire(uc config.Upstream, o *upstream.Options) error {
 	if uc.OAuth == nil {
 		c.forget(uc.Name)
 		return nil
@@ -128,7 +132,7 @@ func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.
 		Upstream: uc.Name, Resource: uc.URL, Mode: uc.OAuth.Mode,
 		ClientID: uc.OAuth.ClientID, ClientSecret: uc.OAuth.ClientSecret, PrivateKey: key,
 		MetadataURL: uc.OAuth.ClientMetadataURL, Scopes: uc.OAuth.Scopes,
-		RedirectURI: cfg.CallbackURL(), ConnectURI: cfg.ConnectURL(), HTTP: hc, Store: c.store, Logger: c.log,
+		RedirectURI: c.base + config.CallbackPath, ConnectURI: c.base + config.ConnectPath, HTTP: hc, Store: c.store, Logger: c.log,
 	}, c.secret)
 	o.Authorize = client.Transport
 	if uc.OAuth.Mode == config.OAuthUser {
