@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -137,3 +138,19 @@ const ConnectPath = "/oauth/connect"
 
 // ConnectURL is the consent page's URL.
 func (c *Config) ConnectURL() string { return c.BaseURL() + ConnectPath }
+
+// StateDirectory is state_dir, else the user's state directory
+// ($XDG_STATE_HOME/manifold, else ~/.local/state/manifold); "" when there
+// is none.
+func (c *Config) StateDirectory() string {
+	if c.StateDir != "" {
+		return c.StateDir
+	}
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "manifold")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "manifold")
+	}
+	return ""
+}

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -79,8 +80,33 @@ func newOAuthClients(cfg *config.Config, base string, log *slog.Logger) (*oauthC
 			}
 		})
 		o.store, o.rdb = oauth.NewRedisStore(r.Client, r.Prefix+"oauth:", max(r.Timeout, 500*time.Millisecond), brk)
+		return o, nil
+	}
+	if dir := cfg.StateDirectory(); dir != "" && hasOAuth(cfg) {
+		o.keepIn(cfg, dir)
 	}
 	return o, nil
+}
+
+// hasOAuth reports whether an upstream has an OAuth client.
+func hasOAuth(cfg *config.Config) bool {
+	return slices.ContainsFunc(cfg.Upstreams, func(u config.Upstream) bool { return u.OAuth != nil })
+}
+
+// keepIn makes a Manifold without Redis keep its grants and registrations
+// in a sealed file of dir, sealed with cache.secret's derivation or a
+// secret kept beside it; without either, in memory as before (logged).
+func (c *oauthClients) keepIn(cfg *config.Config, dir string) {
+	store, err := oauth.NewFileStore(dir)
+	if err == nil && cfg.Cache.Secret == "" {
+		c.secret, err = oauth.StateSecret(dir)
+	}
+	if err != nil {
+		c.log.Warn("oauth: grants are kept in memory only; a restart asks every user again", "err", err)
+		c.secret = oauthSecret(cfg)
+		return
+	}
+	c.store = store
 }
 
 // closeTimeout bounds how long a closing client may try to store the
