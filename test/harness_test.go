@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	manifoldBin, everythingBin = filepath.Join(dir, "manifold"), filepath.Join(dir, "everything-server")
+	// The OAuth grants of Manifolds without Redis are kept in the user's
+	// state directory: the tests' in one of their own.
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
 	for bin, pkg := range map[string]string{manifoldBin: "../cmd/manifold", everythingBin: "github.com/modelcontextprotocol/go-sdk/conformance/everything-server"} {
 		build := exec.Command("go", "build", "-o", bin, pkg)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr

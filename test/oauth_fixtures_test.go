@@ -54,6 +54,8 @@ type authServer struct {
 	held atomic.Int32
 	// dpop, when set, makes the server require DPoP-bound tokens.
 	dpop *dpopServer
+
+	registrations int // the dynamic registrations it answered
 }
 
 type authCode struct {
@@ -132,6 +134,9 @@ func (a *authServer) routes(mcpServer func(*authServer) http.Handler) http.Handl
 		writeJSON(w, m)
 	})
 	mux.HandleFunc("POST /register", func(w http.ResponseWriter, _ *http.Request) {
+		a.mu.Lock()
+		a.registrations++
+		a.mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 		writeJSON(w, map[string]any{"client_id": "manifold-client", "token_endpoint_auth_method": "none"})
 	})
@@ -265,6 +270,12 @@ func (a *authServer) counts() (exchanges, refreshes int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.exchanges, a.refreshes
+}
+
+func (a *authServer) registrationCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.registrations
 }
 
 // whoamiServer's tool whoami answers with the user of the token it was

@@ -174,6 +174,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // and the process, which serveWith then serves until ctx ends; it returns
 // the exit code.
 func runProcess(name string, args []string, stdout, stderr io.Writer, serveWith func(context.Context, *process.Process, *config.Config, *slog.Logger) int, more ...setup) int {
+	newProcess := process.New
+	if name == "stdio" {
+		newProcess = process.NewStdio
+	}
 	cfg, code, ok := loadConfig(name, args, stdout, stderr, more...)
 	if !ok {
 		return code
@@ -189,7 +193,7 @@ func runProcess(name string, args []string, stdout, stderr io.Writer, serveWith 
 		return 1
 	}
 	defer flushTraces(stopTracing, log)
-	p, err := process.New(cfg, log)
+	p, err := newProcess(cfg, log)
 	if err != nil {
 		log.Error("startup failed", "err", err)
 		return 1

@@ -30,6 +30,14 @@ type Config struct {
 	// PublicURL is Manifold's external base URL, as its users' browsers
 	// reach it: its OAuth callback is PublicURL + /oauth/callback.
 	PublicURL string `yaml:"public_url"`
+	// LocalPrincipal names the one principal of a Manifold whose callers
+	// are one user (manifold stdio; a loopback listener without auth),
+	// which upstreams of oauth mode user need. Default: the OS user's name.
+	LocalPrincipal string `yaml:"local_principal"`
+	// StateDir keeps, without cache.redis, the OAuth clients' grants and
+	// registrations (sealed) across restarts. Default: the user's state
+	// directory ($XDG_STATE_HOME/manifold, else ~/.local/state/manifold).
+	StateDir string `yaml:"state_dir"`
 	// Namespace is "prefix" (URIs become upstream+uri) or "none".
 	Namespace string `yaml:"namespace"`
 	// AllowedOrigins are Origin values accepted besides loopback ones.

@@ -72,8 +72,9 @@ func TestParseProblemsNamePaths(t *testing.T) {
 		{"auth: {jwt: {audiences: [a]}}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.jwt.issuer: is required"},
 		{"auth: {bearer_tokens: [static-token-0123456789], jwt: {issuer: my-idp, audiences: [x], jwks_url: \"https://idp/jwks\"}}\nupstreams: [{name: a, url: http://x/mcp}]", "auth.authorization_servers: must name at least one authorization server"},
 		{"sessions: {max: 10, max_per_principal: 11}\nupstreams: [{name: a, url: http://x/mcp}]", "sessions.max_per_principal: must be at least 1 and at most sessions.max (10)"},
-		{"upstreams: [{name: a, url: http://x/mcp, oauth: {mode: user}}]", "upstreams[0].oauth.mode: user keeps a token per principal, so it needs downstream authentication"},
-		{"auth: {bearer_tokens: [static-token-0123456789], authorization_servers: [https://as]}\nupstreams: [{name: a, url: http://x/mcp, oauth: {mode: user}}]", "public_url: is required with an upstream of oauth mode user"},
+		{"listen: 0.0.0.0:8080\nupstreams: [{name: a, url: http://x/mcp, oauth: {mode: user}}]", "upstreams[0].oauth.mode: user keeps a token per principal, so it needs downstream authentication (auth) unless listen is a loopback address"},
+		{"listen: :8080\nupstreams: [{name: a, url: http://x/mcp, oauth: {mode: user}}]", "upstreams[0].oauth.mode: user keeps a token per principal, so it needs downstream authentication (auth)"},
+		{"listen: 10.0.0.1:8080\nauth: {bearer_tokens: [static-token-0123456789], authorization_servers: [https://as]}\nupstreams: [{name: a, url: http://x/mcp, oauth: {mode: user}}]", "public_url: is required with an upstream of oauth mode user"},
 		{"public_url: http://manifold.example.com\nauth: {bearer_tokens: [static-token-0123456789], authorization_servers: [https://as]}\nupstreams: [{name: a, url: http://x/mcp, oauth: {mode: user}}]", "public_url: must be https outside loopback"},
 		{"upstreams: [{name: a, url: http://x/mcp, oauth: {mode: client_credentials}}]", "upstreams[0].oauth.client_id: is required with mode client_credentials"},
 		{"upstreams: [{name: a, url: http://x/mcp, oauth: {mode: exchange, client_id: m}}]", "upstreams[0].oauth.token_endpoint: is required with mode exchange"},
@@ -205,6 +206,26 @@ limits: {per_principal: {rate: fast}}
 			if strings.Contains(got[i], jargon) {
 				t.Errorf("problem %q speaks of %q", got[i], jargon)
 			}
+		}
+	}
+}
+
+// On a loopback listener, an upstream of oauth mode user needs neither
+// downstream authentication nor public_url: its callers are one local
+// principal, and the browser comes back to the listener itself.
+func TestOAuthUserOnLoopback(t *testing.T) {
+	for listen, want := range map[string]string{"": "http://127.0.0.1:8080/oauth/callback", "localhost:9000": "http://localhost:9000/oauth/callback", "[::1]:7000": "http://[::1]:7000/oauth/callback"} {
+		yaml := "upstreams: [{name: a, url: http://x/mcp, oauth: {mode: user}}]"
+		if listen != "" {
+			yaml = "listen: \"" + listen + "\"\n" + yaml
+		}
+		cfg, problems := Parse([]byte(yaml), env(nil))
+		if len(problems) > 0 {
+			t.Errorf("listen %q: %v", listen, problems)
+			continue
+		}
+		if got := cfg.CallbackURL(); got != want {
+			t.Errorf("listen %q: callback %q, want %q", listen, got, want)
 		}
 	}
 }

@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -20,8 +22,10 @@ const (
 )
 
 // validateOAuth checks each upstream's oauth and what it needs of the rest:
-// mode user keys tokens by principal (so downstream authentication) and
-// sends browsers back to public_url (https outside loopback).
+// mode user keys tokens by principal (so downstream authentication, or a
+// loopback listener whose callers are one local principal) and sends
+// browsers back to public_url (https outside loopback; on a loopback
+// listener, the listener itself by default).
 func (c *Config) validateOAuth(ps *problems) {
 	users := false
 	for i, u := range c.Upstreams {
@@ -33,8 +37,8 @@ func (c *Config) validateOAuth(ps *problems) {
 		switch o.Mode {
 		case OAuthUser:
 			users = true
-			if !c.Auth.Enabled() {
-				ps.add(at+".mode", "user keeps a token per principal, so it needs downstream authentication (auth)")
+			if !c.Auth.Enabled() && !c.LoopbackListen() {
+				ps.add(at+".mode", "user keeps a token per principal, so it needs downstream authentication (auth) unless listen is a loopback address (its callers are then one local principal)")
 			}
 			if u.ToolCache.Scope == "public" {
 				ps.add(fmt.Sprintf("upstreams[%d].tool_cache.scope", i), "must be private with oauth mode user: the upstream answers each user as themselves, and a public entry would serve one user's results to everyone")
@@ -129,7 +133,9 @@ func validateBehalfKeys(at string, o *OAuth, ps *problems) {
 // validatePublicURL checks the base URL a user's browser comes back to.
 func (c *Config) validatePublicURL(ps *problems) {
 	if c.PublicURL == "" {
-		ps.add("public_url", "is required with an upstream of oauth mode user: the authorization server sends the user back to {public_url}/oauth/callback")
+		if !c.LoopbackListen() {
+			ps.add("public_url", "is required with an upstream of oauth mode user unless listen is a loopback address: the authorization server sends the user back to {public_url}/oauth/callback")
+		}
 		return
 	}
 	p, err := url.Parse(c.PublicURL)
@@ -181,11 +187,49 @@ func checkAssertionFile(at, path string, ps *problems) {
 const CallbackPath = "/oauth/callback"
 
 // CallbackURL is Manifold's OAuth redirect URI.
-func (c *Config) CallbackURL() string { return strings.TrimSuffix(c.PublicURL, "/") + CallbackPath }
+func (c *Config) CallbackURL() string { return c.BaseURL() + CallbackPath }
+
+// BaseURL is where a user's browser reaches Manifold: public_url, else,
+// on a loopback listen address, that address (RFC 8252's loopback
+// redirect); "" when neither.
+func (c *Config) BaseURL() string {
+	switch {
+	case c.PublicURL != "":
+		return strings.TrimSuffix(c.PublicURL, "/")
+	case !c.LoopbackListen():
+		return ""
+	case c.TLS.CertFile != "":
+		return "https://" + c.Listen
+	}
+	return "http://" + c.Listen
+}
+
+// LoopbackListen reports whether listen is a loopback address, reached
+// from this machine only.
+func (c *Config) LoopbackListen() bool {
+	host, _, err := net.SplitHostPort(c.Listen)
+	return err == nil && loopback.Host(host)
+}
 
 // ConnectPath is the page a consent link opens, which names whom the
 // authorization is for before the user goes on to the authorization server.
 const ConnectPath = "/oauth/connect"
 
 // ConnectURL is the consent page's URL.
-func (c *Config) ConnectURL() string { return strings.TrimSuffix(c.PublicURL, "/") + ConnectPath }
+func (c *Config) ConnectURL() string { return c.BaseURL() + ConnectPath }
+
+// StateDirectory is state_dir, else the user's state directory
+// ($XDG_STATE_HOME/manifold, else ~/.local/state/manifold); "" when there
+// is none.
+func (c *Config) StateDirectory() string {
+	if c.StateDir != "" {
+		return c.StateDir
+	}
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "manifold")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "manifold")
+	}
+	return ""
+}

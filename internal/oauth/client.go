@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/manifold-mcp/manifold/internal/auth"
+	"github.com/manifold-mcp/manifold/internal/loopback"
 	"github.com/manifold-mcp/manifold/internal/seal"
 )
 
@@ -97,7 +99,7 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 // tokens and registrations of the one before out of reach.
 func configDigest(o Options) string {
 	h := sha256.New()
-	for _, s := range append([]string{o.Upstream, o.Resource, o.Mode, o.ClientID, o.ClientSecret, o.MetadataURL, o.RedirectURI,
+	for _, s := range append([]string{o.Upstream, o.Resource, o.Mode, o.ClientID, o.ClientSecret, o.MetadataURL, portless(o.RedirectURI),
 		o.TokenEndpoint, o.Audience, o.IdP.TokenEndpoint, o.IdP.ClientID, o.IdP.ClientSecret, o.AssertionFile}, o.Scopes...) {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
@@ -106,6 +108,18 @@ func configDigest(o Options) string {
 		fmt.Fprintf(h, "%v", o.PrivateKey.Public())
 	}
 	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// portless is a loopback redirect URI without its port, which manifold
+// stdio picks anew at each start (RFC 8252 §7.3: the authorization server
+// accepts any port there): a restart keeps its grants and registrations.
+func portless(redirect string) string {
+	u, err := url.Parse(redirect)
+	if err != nil || !loopback.Host(u.Hostname()) {
+		return redirect
+	}
+	u.Host = u.Hostname()
+	return u.String()
 }
 
 // principalOf names, in keys, whose tokens a request uses: the caller's

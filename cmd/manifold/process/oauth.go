@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -37,6 +38,10 @@ import (
 // it, so that a callback reaching any replica finds its authorization, and
 // every replica the tokens) and the secret that seals what it holds.
 type oauthClients struct {
+	// base is where a user's browser reaches this process: its callback
+	// is base/oauth/callback, its consent page base/oauth/connect ("": it
+	// serves neither).
+	base   string
 	store  oauth.Store
 	rdb    redis.UniversalClient // the store's, when it is Redis
 	secret []byte
@@ -60,8 +65,8 @@ type oauthClients struct {
 // consent page together: a consent takes three requests.
 var pageLimit = ratelimit.Limit{Rate: 1, Burst: 20}
 
-func newOAuthClients(cfg *config.Config, log *slog.Logger) (*oauthClients, error) {
-	o := &oauthClients{store: oauth.NewMemoryStore(), secret: oauthSecret(cfg), log: log, clients: map[string]*oauth.Client{},
+func newOAuthClients(cfg *config.Config, base string, log *slog.Logger) (*oauthClients, error) {
+	o := &oauthClients{base: base, store: oauth.NewMemoryStore(), secret: oauthSecret(cfg), log: log, clients: map[string]*oauth.Client{},
 		pages:     ratelimit.New("oauth page", pageLimit, ratelimit.Shared{}),
 		callbacks: &outage.Summary{Log: log, Subject: "oauth callback"},
 		connects:  &outage.Summary{Log: log, Subject: "oauth consent page"}}
@@ -80,6 +85,10 @@ func newOAuthClients(cfg *config.Config, log *slog.Logger) (*oauthClients, error
 			}
 		})
 		o.store, o.rdb = oauth.NewRedisStore(r.Client, r.Prefix+"oauth:", max(r.Timeout, 500*time.Millisecond), brk)
+		return o, nil
+	}
+	if dir := cfg.StateDirectory(); dir != "" && hasOAuth(cfg) {
+		o.keepIn(cfg, dir)
 	}
 	return o, nil
 }
@@ -109,6 +118,27 @@ func (c *oauthClients) ui(upstream string) *uiOAuth {
 		o.LastRefreshAt = st.RefreshFailedAt.UTC().Format(time.RFC3339)
 	}
 	return o
+}
+
+// hasOAuth reports whether an upstream has an OAuth client.
+func hasOAuth(cfg *config.Config) bool {
+	return slices.ContainsFunc(cfg.Upstreams, func(u config.Upstream) bool { return u.OAuth != nil })
+}
+
+// keepIn makes a Manifold without Redis keep its grants and registrations
+// in a sealed file of dir, sealed with cache.secret's derivation or a
+// secret kept beside it; without either, in memory as before (logged).
+func (c *oauthClients) keepIn(cfg *config.Config, dir string) {
+	store, err := oauth.NewFileStore(dir)
+	if err == nil && cfg.Cache.Secret == "" {
+		c.secret, err = oauth.StateSecret(dir)
+	}
+	if err != nil {
+		c.log.Warn("oauth: grants are kept in memory only; a restart asks every user again", "err", err)
+		c.secret = oauthSecret(cfg)
+		return
+	}
+	c.store = store
 }
 
 // closeTimeout bounds how long a closing client may try to store the
@@ -146,7 +176,7 @@ func oauthSecret(cfg *config.Config) []byte {
 
 // wire makes o's upstream an OAuth client's: its requests go through the
 // client, and (mode user) per principal.
-func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.Options) error {
+func (c *oauthClients) wire(uc config.Upstream, o *upstream.Options) error {
 	if uc.OAuth == nil {
 		c.forget(uc.Name)
 		return nil
@@ -160,7 +190,7 @@ func (c *oauthClients) wire(cfg *config.Config, uc config.Upstream, o *upstream.
 		Upstream: uc.Name, Resource: uc.URL, Mode: uc.OAuth.Mode,
 		ClientID: uc.OAuth.ClientID, ClientSecret: uc.OAuth.ClientSecret, PrivateKey: key,
 		MetadataURL: uc.OAuth.ClientMetadataURL, Scopes: uc.OAuth.Scopes,
-		RedirectURI: cfg.CallbackURL(), ConnectURI: cfg.ConnectURL(), HTTP: hc, Store: c.store, Logger: c.log,
+		RedirectURI: c.base + config.CallbackPath, ConnectURI: c.base + config.ConnectPath, HTTP: hc, Store: c.store, Logger: c.log,
 		Connected: func(principal string) {
 			if c.connected != nil {
 				c.connected(uc.Name, principal)

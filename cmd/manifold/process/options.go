@@ -55,7 +55,7 @@ func (p *Process) newUpstream(uc config.Upstream) (*upstream.Upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", uc.Name, err)
 	}
-	if err := p.oauth.wire(p.cfg, uc, &o); err != nil {
+	if err := p.oauth.wire(uc, &o); err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", uc.Name, err)
 	}
 	o.Logger, o.OnEvent, o.Observe = p.log, p.onEvent, p.metrics.upstream(uc.Name)

@@ -21,7 +21,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,11 +64,23 @@ type Process struct {
 	required  atomic.Pointer[map[string]bool] // upstream → required, read without reloadMu
 	readyMu   sync.Mutex
 	readyLast string // the readiness last logged
+
+	base     string          // where a user's browser reaches this process ("": nowhere)
+	pages    net.Listener    // manifold stdio's loopback listener of the OAuth pages
+	pagesSrv *http.Server    // serving pages, once ServeStdioAt started
+	local    *auth.Principal // the one caller of stdio or of a loopback listener without auth
 }
 
 // New builds every component. Stdio upstream processes start here.
 func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
-	p := &Process{cfg: cfg, log: log, started: context.Background()}
+	return build(cfg, log, cfg.BaseURL(), nil)
+}
+
+// build is New with base, where a user's browser reaches this process
+// (its OAuth callback and consent page), and pages, the loopback listener
+// of manifold stdio's pages (nil for serve, which serves them on listen).
+func build(cfg *config.Config, log *slog.Logger, base string, pages net.Listener) (*Process, error) {
+	p := &Process{cfg: cfg, log: log, started: context.Background(), base: base, pages: pages, local: localPrincipal(cfg)}
 	p.setRequired(cfg.Upstreams)
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration: " + w.String())
@@ -193,6 +204,7 @@ func (p *Process) links(v *upstream.View) []frontend.Link {
 		frontend.CheckOrigin(p.cfg.AllowedOrigins),
 		frontend.SingleValued(append([]string{"Authorization"}, p.cfg.Cache.CredentialHeaders...)),
 		frontend.Authenticate(p.auth, p.resource, p.log),
+		p.localCaller(),
 		frontend.RateLimit(p.limits.principal, p.limits.principalRefused),
 		frontend.LimitBody(int64(p.cfg.MaxRequestBytes)),
 	}
@@ -223,12 +235,8 @@ func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
 		mux.Handle(auth.MetadataPath, metadata)
 		mux.Handle(auth.MetadataPath+"/mcp", metadata)
 	}
-	if p.cfg.PublicURL != "" {
-		// Open to all (the user's browser carries no caller credential);
-		// its host is public_url's.
-		hosts := frontend.CheckHost(append(slices.Clip(p.cfg.AllowedHosts), publicHost(p.cfg.PublicURL)))
-		mux.Handle(config.CallbackPath, frontend.Chain(p.oauth.limited(p.oauth.callback, p.oauth.callbacks), frontend.Recover(p.log), hosts))
-		mux.Handle(config.ConnectPath, frontend.Chain(p.oauth.limited(p.oauth.connect, p.oauth.connects), frontend.Recover(p.log), hosts))
+	if p.base != "" && p.pages == nil {
+		p.oauthPages(mux)
 	}
 	if p.cfg.Admin.Listen == "" {
 		p.ops(mux, false)
@@ -295,8 +303,9 @@ func (p *Process) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 }
 
 // ServeStdioAt is ServeStdio serving the view of the endpoint at path (""
-// or /mcp: everything). The caller has no principal: an endpoint with
-// access rules admits no stdio caller.
+// or /mcp: everything). The caller is the local principal where an
+// upstream of oauth mode user needs one, and has no claims: an endpoint
+// with access rules admits no stdio caller.
 func (p *Process) ServeStdioAt(ctx context.Context, at string, in io.Reader, out io.Writer) error {
 	v, err := p.viewAt(at)
 	if err == nil && !v.Admits(nil) {
@@ -307,6 +316,10 @@ func (p *Process) ServeStdioAt(ctx context.Context, at string, in io.Reader, out
 		return err
 	}
 	ctx = upstream.WithView(ctx, v)
+	if p.local != nil {
+		ctx = auth.WithPrincipal(ctx, p.local)
+	}
+	p.servePages()
 	p.log.Info("manifold serving on stdin/stdout", "endpoint", v.Name(), "upstreams", p.start(ctx))
 	err = frontend.NewStdio(p.dispatch, int(p.cfg.MaxRequestBytes), p.cfg.ShutdownTimeout, p.log).
 		Limit(p.limits.principal, stdioPrincipal(), p.limits.principalRefused).
@@ -365,6 +378,7 @@ func (p *Process) drain() {
 	if p.admin != nil {
 		_ = p.admin.Close()
 	}
+	p.closePages()
 	// Upstreams get their own budget: a drain that used all of its time
 	// must not turn a clean process stop into a SIGKILL.
 	uctx, ucancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -399,7 +413,7 @@ func (p *Process) provisionGuards() error {
 		return err
 	}
 	p.limits = newLimits(p.cfg, p.log, p.metrics.reg)
-	p.oauth, err = newOAuthClients(p.cfg, p.log)
+	p.oauth, err = newOAuthClients(p.cfg, p.base, p.log)
 	return err
 }
 
