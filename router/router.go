@@ -390,8 +390,10 @@ func (e *unavailableError) rpc() *jsonrpc.Error {
 		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", refused.Error()).WithData(map[string]string{"upstream": e.upstream})
 	case errors.As(e.err, &down):
 		// Not the caller's fault: come back (HTTP 503 with Retry-After).
-		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s: the %s is unavailable: retry later", e.upstream, down.Service).
+		rpc := jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s: the %s is unavailable: retry later", e.upstream, down.Service).
 			WithData(map[string]any{"upstream": e.upstream, "retryAfterMs": oauth.ServiceRetryAfter.Milliseconds()})
+		rpc.Unavailable = true
+		return rpc
 	case errors.As(e.err, &me):
 		msg = "upstream %s answered a " + strings.ReplaceAll(me.Error(), "%", "%%")
 	case errors.Is(e.err, context.DeadlineExceeded):

@@ -137,6 +137,8 @@ func erringUpstream(t testing.TB) *httpUpstream {
 			fail(42, "quota exceeded for project p")
 		case name == "mcp":
 			fail(-32042, "open https://example.com/connect first")
+		case name == "busy":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"busy","data":{"retryAfterMs":60000}}}`, id)
 		default:
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprint(w, "dial tcp db-primary.internal:5432: connection refused (password=hunter2)")
@@ -178,6 +180,11 @@ func TestUpstreamErrorsTellNoSecrets(t *testing.T) {
 	}
 	if r := callTool(t, p.URL, "u_mcp", `{}`); r.Error == nil || !strings.Contains(r.Error.Message, "open https://example.com/connect first") {
 		t.Errorf("MCP's -32042 was not passed on with its message: %s", r.Body)
+	}
+	// Manifold's own 503 (a token service down) is Manifold's to give: an
+	// upstream's error that looks like it is the upstream's answer.
+	if r := callTool(t, p.URL, "u_busy", `{}`); r.Status != http.StatusOK || r.Header.Get("Retry-After") != "" || r.Error == nil || r.Error.Message != "busy" {
+		t.Errorf("an upstream's -32603 with data.retryAfterMs: want HTTP 200 passed as it came, got HTTP %d Retry-After %q: %s", r.Status, r.Header.Get("Retry-After"), r.Body)
 	}
 	for _, detail := range []string{"password=hunter2 host=db-primary.internal", "db-primary.internal:5432", closed} {
 		eventually(t, 5*time.Second, func() error {

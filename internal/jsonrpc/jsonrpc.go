@@ -116,6 +116,10 @@ type Error struct {
 	Code    int64           `json:"code"`
 	Message string          `json:"message"`
 	Data    json.RawMessage `json:"data,omitempty"`
+	// Unavailable marks an error of Manifold's own saying a service it
+	// depends on is down (HTTP 503 with Retry-After). It is never decoded
+	// from a peer, so no upstream's error can pass for it.
+	Unavailable bool `json:"-"`
 }
 
 func (e *Error) Error() string {

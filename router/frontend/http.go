@@ -252,7 +252,7 @@ func (o *httpWriter) Error(id json.RawMessage, e *jsonrpc.Error) {
 		code = http.StatusTooManyRequests
 	case o.legacy:
 		code = http.StatusOK
-	case e.Code == jsonrpc.CodeInternalError && bytes.Contains(e.Data, []byte(`"retryAfterMs"`)):
+	case e.Unavailable:
 		// A service Manifold depends on is down (a token service): the
 		// caller is told when to come back.
 		setRetryAfter(o.w, e)
