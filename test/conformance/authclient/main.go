@@ -181,6 +181,7 @@ func configFor(dir, base, server string) (string, error) {
 	}
 	yaml := fmt.Sprintf(`listen: %s
 public_url: %s
+state_dir: %s
 log: {level: debug}
 auth:
   bearer_tokens: [%s]
@@ -190,7 +191,7 @@ upstreams:
     url: %s
     timeout: 15s
     oauth: {%s}
-`, strings.TrimPrefix(base, "http://"), base, callerToken, server, oauth)
+`, strings.TrimPrefix(base, "http://"), base, filepath.Join(dir, "state"), callerToken, server, oauth)
 	path := filepath.Join(dir, "manifold.yaml")
 	return path, os.WriteFile(path, []byte(yaml), 0o600)
 }
