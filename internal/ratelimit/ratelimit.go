@@ -52,6 +52,8 @@ type Limiter struct {
 }
 
 // Shared configures the Redis bucket; a nil Client means local only.
+// Timeout bounds a call through its context: the Client must honour
+// context deadlines (go-redis's ContextTimeoutEnabled).
 type Shared struct {
 	Client  redis.UniversalClient
 	Prefix  string

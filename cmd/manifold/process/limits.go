@@ -29,7 +29,9 @@ func newLimits(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) 
 	var shared ratelimit.Shared
 	pp, pu := cfg.Limits.PerPrincipal, cfg.Limits.PerUpstream
 	if co, err := cacheOptions(cfg, log); err == nil && co.Redis != nil && (pp.Rate > 0 || pu.Rate > 0) {
-		l.client = redis.NewUniversalClient(&co.Redis.Client)
+		opts := co.Redis.Client
+		opts.ContextTimeoutEnabled = true // the limiter bounds each call by its context: Timeout
+		l.client = redis.NewUniversalClient(&opts)
 		shared = ratelimit.Shared{Client: l.client, Prefix: co.Redis.Prefix, Timeout: co.Redis.Timeout}
 	}
 	if pp.Rate > 0 {

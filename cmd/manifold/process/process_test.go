@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/manifold-mcp/manifold/internal/config"
+	"github.com/manifold-mcp/manifold/internal/redistest"
 )
 
 // childEnv makes the test binary a stdio MCP server (runChild): a real
@@ -249,5 +250,29 @@ func TestBadReloadIsRefusedKeepingTheOldSet(t *testing.T) {
 	}
 	if got := r.read(t, "b+test://doc"); got != "b read 1" {
 		t.Errorf("b after a good reload: %q", got)
+	}
+}
+
+// A hung Redis costs a rate-limited request no more than cache.redis's
+// timeout a command until the breakers open: it is not waited on for
+// go-redis's own, longer, defaults.
+func TestHungRedisCostsALimitedRequestItsTimeout(t *testing.T) {
+	rs := redistest.Start(t)
+	aURL, _ := httpUpstream(t, "a")
+	r := serve(t, fmt.Sprintf("limits: {per_principal: {rate: 100, burst: 100}}\n"+
+		"cache: {secret: process-test-secret-0123456789, redis: {url: %q, timeout: 100ms}}\nupstreams:", rs.URL())+httpYAML("a", aURL))
+	if got := r.read(t, "a+test://doc"); got != "a read 1" {
+		t.Fatalf("first read: %q", got)
+	}
+	rs.Pause()
+	defer rs.Resume()
+	for i := range 4 {
+		start := time.Now()
+		if got := r.read(t, "a+test://doc"); !strings.HasPrefix(got, "a read") {
+			t.Errorf("read %d with Redis hung: %q", i, got)
+		}
+		if took := time.Since(start); took > 1500*time.Millisecond {
+			t.Errorf("read %d with Redis hung took %v", i, took.Round(time.Millisecond))
+		}
 	}
 }
