@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -68,18 +69,14 @@ func TestNoNamespaceRelearnsAMove(t *testing.T) {
 	sa.RemoveTools("mover")
 	addText(sb, "test://moving", "moving from ub")
 	tool(sb, "ub")
-	deadline := time.Now().Add(3 * time.Second)
-	for {
+	eventually(t, 3*time.Second, func() error {
 		res := uris(listAll(t, p.URL, "resources/list"))
 		tools := names(listAll(t, p.URL, "tools/list"), "tools")
 		if count(res, "test://moving") == 1 && count(tools, "mover") == 1 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("3 s after the move, the merged lists are resources %v, tools %v: want test://moving and mover once each", res, tools)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("after the move, the merged lists are resources %v, tools %v: want test://moving and mover once each", res, tools)
+	})
 	if got := readText(t, p.URL, "test://moving"); got != "moving from ub" {
 		t.Errorf("the moved resource reads %q", got)
 	}

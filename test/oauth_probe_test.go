@@ -23,18 +23,14 @@ func TestOAuthUpstreamProbedWithoutConsent(t *testing.T) {
 	within := probe + 3*time.Second // a probe, and a loaded machine's slack
 	step := func(what string, code int, state string) {
 		t.Helper()
-		start := time.Now()
-		for {
+		eventually(t, within, func() error {
 			got, r := o.readyz(t)
 			if got == code && r.Upstreams["crm"].State == state {
-				return
+				return nil
 			}
-			if time.Since(start) > within {
-				t.Fatalf("%s: /readyz still %d (crm %q) %v later, want %d (crm %q); probe interval %v",
-					what, got, r.Upstreams["crm"].State, time.Since(start).Round(time.Millisecond), code, state, probe)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fmt.Errorf("%s: /readyz still %d (crm %q), want %d (crm %q); probe interval %v",
+				what, got, r.Upstreams["crm"].State, code, state, probe)
+		})
 	}
 	step("up, never called", http.StatusOK, "ready")
 	sw.down()

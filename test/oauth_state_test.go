@@ -95,15 +95,12 @@ func listenLoopback(t *testing.T, addr string) net.Listener {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	var err error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		var l net.Listener
-		if l, err = net.Listen("tcp", addr); err == nil {
-			return l
-		}
-	}
-	t.Fatalf("listen on %s: %v", addr, err)
-	return nil
+	var l net.Listener
+	eventually(t, 5*time.Second, func() (err error) {
+		l, err = net.Listen("tcp", addr)
+		return err
+	})
+	return l
 }
 
 // A consent begun before a reload that changed the upstream's OAuth

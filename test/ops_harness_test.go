@@ -173,16 +173,10 @@ func (s *switchable) down() {
 
 func (s *switchable) up() {
 	var l net.Listener
-	var err error
-	for i := 0; i < 50; i++ { // the port may linger a moment
-		if l, err = net.Listen("tcp", s.addr); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		s.t.Fatalf("reopen %s: %v", s.addr, err)
-	}
+	eventually(s.t, 5*time.Second, func() (err error) { // the port may linger a moment
+		l, err = net.Listen("tcp", s.addr)
+		return err
+	})
 	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: s.handler}}
 	srv.Start()
 	s.srv.Store(srv)

@@ -27,15 +27,11 @@ func TestReadinessRecoversWithoutTraffic(t *testing.T) {
 	a.up()
 	back := time.Now()
 	// /readyz reads the health records only; it sends the upstream nothing.
-	deadline := back.Add(probe + 2*time.Second)
-	for {
+	eventually(t, probe+2*time.Second, func() error {
 		code, r := o.readyz(t)
 		if code == http.StatusOK && r.Upstreams["a"].State == "ready" {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still %d (a %s) %v after the upstream came back; probe interval %v", code, r.Upstreams["a"].State, time.Since(back).Round(time.Millisecond), probe)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("still %d (a %s) %v after the upstream came back; probe interval %v", code, r.Upstreams["a"].State, time.Since(back).Round(time.Millisecond), probe)
+	})
 }

@@ -190,13 +190,27 @@ func (r *run) scenario(t *testing.T, name, version string, expectFailure bool) {
 }
 
 func waitListening(t *testing.T, addr string) {
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", addr); err == nil {
+	eventually(t, 20*time.Second, func() error {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
 			c.Close()
+		}
+		return err
+	})
+}
+
+// eventually retries f until it returns nil or the deadline passes.
+func eventually(t testing.TB, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
 			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %v", d, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s is not listening", addr)
 }
