@@ -121,16 +121,28 @@ func TestGuardedStoreSkipsAHungRedis(t *testing.T) {
 		}
 	}
 	rs.Resume()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually(t, 5*time.Second, func() error {
 		v, err := g.Get(ctx, "k")
 		if err == nil && string(v.Value) == "v" {
-			break
+			return nil
+		}
+		return fmt.Errorf("Redis back, the store still fails: %v", err)
+	})
+}
+
+// eventually retries f until it returns nil or the deadline passes.
+func eventually(t testing.TB, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Redis back, the store still fails: %v", err)
+			t.Fatalf("not within %v: %v", d, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -178,17 +190,13 @@ func TestGrantTheStoreMissedIsStoredLater(t *testing.T) {
 	c.Close(ctx)
 	c = next
 	rs.Resume()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, 10*time.Second, func() error {
 		var stored grant
 		if err := c.load(ctx, c.grantKey("alice"), "alice", &stored); err == nil && stored.Access == "a2" {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("Redis back for 10 s, the grant refreshed while it was down is not stored")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return errors.New("Redis back, the grant refreshed while it was down is not stored")
+	})
 	// The token falls due: the refresh uses r2, never the spent r1.
 	due := *c.held.get("alice")
 	due.Expires = time.Now()
