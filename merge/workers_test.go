@@ -3,6 +3,7 @@ package merge
 import (
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -44,22 +45,20 @@ func TestWorkersRunEveryFetchAtOnce(t *testing.T) {
 // Workers left idle end: a Merger that stopped listing (a stopped
 // process's) keeps no goroutine.
 func TestIdleWorkersEnd(t *testing.T) {
-	w := &workers{jobs: make(chan func()), idle: 10 * time.Millisecond}
-	var done sync.WaitGroup
-	done.Add(8)
-	for range 8 {
-		w.run(done.Done)
-	}
-	done.Wait()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	synctest.Test(t, func(t *testing.T) { // workerIdle passes in the bubble's time
+		w := &workers{jobs: make(chan func())}
+		var done sync.WaitGroup
+		done.Add(8)
+		for range 8 {
+			w.run(done.Done)
+		}
+		done.Wait()
+		time.Sleep(workerIdle)
+		synctest.Wait()
 		w.mu.Lock()
-		n := w.started
-		w.mu.Unlock()
-		if n == 0 {
-			return
+		defer w.mu.Unlock()
+		if w.started != 0 {
+			t.Fatalf("%d idle workers still running", w.started)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d idle workers still running", n)
-		}
-	}
+	})
 }
