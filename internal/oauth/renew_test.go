@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 )
@@ -115,47 +116,51 @@ func TestReplicasShareARotatedRefresh(t *testing.T) {
 		fmt.Fprintf(w, `{"access_token":"a%d","token_type":"Bearer","expires_in":3600,"refresh_token":%q}`, n+1, current)
 	}))
 	t.Cleanup(srv.Close)
-	store := NewMemoryStore()
-	replica := func() *Client {
-		return New(Options{Upstream: "crm", Resource: srv.URL + "/mcp", Mode: ModeUser, HTTP: srv.Client(), Store: store}, []byte("secret-0123456789"))
-	}
-	a, b := replica(), replica()
-	due := &grant{Access: "a1", Refresh: "r1", Expires: time.Now().Add(refreshAhead + 500*time.Millisecond), Resource: srv.URL + "/mcp", Token: srv.URL + "/token", Reg: registration{ClientID: "m", AuthMethod: "none"}}
-	a.keep(context.Background(), "alice", due)
-	for _, c := range []*Client{a, b} {
-		if g, err := c.current(context.Background(), "alice"); err != nil || g == nil {
-			t.Fatalf("loading the grant: %+v, %v", g, err)
+	// Time passes in a synctest bubble: see TestShortLivedTokenIsNotRefreshedEachRequest.
+	noKeepAlive := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	synctest.Test(t, func(t *testing.T) {
+		store := NewMemoryStore()
+		replica := func() *Client {
+			return New(Options{Upstream: "crm", Resource: srv.URL + "/mcp", Mode: ModeUser, HTTP: noKeepAlive, Store: store}, []byte("secret-0123456789"))
 		}
-	}
-	time.Sleep(600 * time.Millisecond) // both now hold a grant due for a refresh
-	ga, err := a.current(context.Background(), "alice")
-	if err != nil || ga == nil || ga.Access != "a2" {
-		t.Fatalf("replica a's refresh: %+v, %v", ga, err)
-	}
-	gb, err := b.current(context.Background(), "alice") // its memory still holds a1, due
-	if err != nil || gb == nil || gb.Access != "a2" {
-		t.Fatalf("replica b after a refreshed: %+v, %v; want a's grant, a2", gb, err)
-	}
-	if refusals != 0 {
-		t.Errorf("%d refreshes refused: a spent refresh token was sent", refusals)
-	}
-	if g, _ := replica().current(context.Background(), "alice"); g == nil || g.Access != "a2" {
-		t.Errorf("the store holds %+v after both replicas; want a2", g)
-	}
-	// A refresh token the server no longer accepts, refused with nothing
-	// newer stored, still drops the grant.
-	mu.Lock()
-	current = "revoked"
-	mu.Unlock()
-	spent := *gb
-	spent.Issued, spent.Expires, spent.Version = time.Time{}, time.Now().Add(10*time.Second), nextVersion(gb.Version)
-	a.keep(context.Background(), "alice", &spent)
-	if g, err := a.current(context.Background(), "alice"); err != nil || g != nil {
-		t.Errorf("a refused refresh: %+v, %v; want the grant dropped", g, err)
-	}
-	if _, err := store.Get(context.Background(), a.grantKey("alice")); err == nil {
-		t.Error("the refused grant is still stored")
-	}
+		a, b := replica(), replica()
+		due := &grant{Access: "a1", Refresh: "r1", Expires: time.Now().Add(refreshAhead + 500*time.Millisecond), Resource: srv.URL + "/mcp", Token: srv.URL + "/token", Reg: registration{ClientID: "m", AuthMethod: "none"}}
+		a.keep(context.Background(), "alice", due)
+		for _, c := range []*Client{a, b} {
+			if g, err := c.current(context.Background(), "alice"); err != nil || g == nil {
+				t.Fatalf("loading the grant: %+v, %v", g, err)
+			}
+		}
+		time.Sleep(600 * time.Millisecond) // both now hold a grant due for a refresh
+		ga, err := a.current(context.Background(), "alice")
+		if err != nil || ga == nil || ga.Access != "a2" {
+			t.Fatalf("replica a's refresh: %+v, %v", ga, err)
+		}
+		gb, err := b.current(context.Background(), "alice") // its memory still holds a1, due
+		if err != nil || gb == nil || gb.Access != "a2" {
+			t.Fatalf("replica b after a refreshed: %+v, %v; want a's grant, a2", gb, err)
+		}
+		if refusals != 0 {
+			t.Errorf("%d refreshes refused: a spent refresh token was sent", refusals)
+		}
+		if g, _ := replica().current(context.Background(), "alice"); g == nil || g.Access != "a2" {
+			t.Errorf("the store holds %+v after both replicas; want a2", g)
+		}
+		// A refresh token the server no longer accepts, refused with nothing
+		// newer stored, still drops the grant.
+		mu.Lock()
+		current = "revoked"
+		mu.Unlock()
+		spent := *gb
+		spent.Issued, spent.Expires, spent.Version = time.Time{}, time.Now().Add(10*time.Second), nextVersion(gb.Version)
+		a.keep(context.Background(), "alice", &spent)
+		if g, err := a.current(context.Background(), "alice"); err != nil || g != nil {
+			t.Errorf("a refused refresh: %+v, %v; want the grant dropped", g, err)
+		}
+		if _, err := store.Get(context.Background(), a.grantKey("alice")); err == nil {
+			t.Error("the refused grant is still stored")
+		}
+	})
 }
 
 // A token's lifetime as the server states it, however large, gives an
@@ -221,20 +226,26 @@ func TestShortLivedTokenIsNotRefreshedEachRequest(t *testing.T) {
 		fmt.Fprintf(w, `{"access_token":"a%d","token_type":"Bearer","expires_in":2,"refresh_token":"r%d"}`, n, n)
 		mu.Unlock()
 	})
-	c := srv.client(NewMemoryStore())
-	ctx := context.Background()
-	stale := srv.grant("a0", "r0")
-	stale.Expires = time.Now()
-	c.keep(ctx, "alice", stale)
-	for range 10 {
-		if g, err := c.current(ctx, "alice"); err != nil || g == nil || g.Access != "a1" {
-			t.Fatalf("with a two-second token: %+v, %v; want a1, refreshed once", g, err)
+	// The token's life passes in a synctest bubble's time. A connection
+	// kept open would be a goroutine reading the network, which holds the
+	// bubble's clock still: each refresh has its own.
+	synctest.Test(t, func(t *testing.T) {
+		c := New(Options{Upstream: "crm", Resource: srv.URL + "/mcp", Mode: ModeUser, Store: NewMemoryStore(),
+			HTTP: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}, []byte("secret-0123456789"))
+		ctx := context.Background()
+		stale := srv.grant("a0", "r0")
+		stale.Expires = time.Now().Add(-time.Millisecond) // the bubble's clock stands still between two lines
+		c.keep(ctx, "alice", stale)
+		for range 10 {
+			if g, err := c.current(ctx, "alice"); err != nil || g == nil || g.Access != "a1" {
+				t.Fatalf("with a two-second token: %+v, %v; want a1, refreshed once", g, err)
+			}
 		}
-	}
-	time.Sleep(1700 * time.Millisecond) // past four fifths of its lifetime
-	if g, _ := c.current(ctx, "alice"); g == nil || g.Access != "a2" {
-		t.Errorf("at 1.7 s of a 2 s token: %+v; want it refreshed", g)
-	}
+		time.Sleep(1700 * time.Millisecond) // past four fifths of its lifetime
+		if g, _ := c.current(ctx, "alice"); g == nil || g.Access != "a2" {
+			t.Errorf("at 1.7 s of a 2 s token: %+v; want it refreshed", g)
+		}
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if n != 2 {
