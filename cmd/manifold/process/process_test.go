@@ -220,12 +220,27 @@ func TestReloadKeepsTheCacheOfUnchangedUpstreams(t *testing.T) {
 	if err := r.rewrite(t, "upstreams:"+httpYAML("a", aURL, "timeout: 7s")+httpYAML("b", bURL)); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for r.read(t, "a+test://doc") == "a read 1" { // a stale answer may be served while it is fetched again
-		if time.Now().After(deadline) {
-			t.Fatalf("a's answer was not fetched again after a changed: %d upstream reads", aReads.Load())
+	eventually(t, 5*time.Second, func() error { // a stale answer may be served while it is fetched again
+		if r.read(t, "a+test://doc") == "a read 1" {
+			return fmt.Errorf("a's answer was not fetched again after a changed: %d upstream reads", aReads.Load())
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+}
+
+// eventually retries f until it returns nil or the deadline passes.
+func eventually(t testing.TB, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %v", d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
