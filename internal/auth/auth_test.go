@@ -6,10 +6,14 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -244,5 +248,59 @@ func TestJWTKeysUnavailable(t *testing.T) {
 	_, err := a.Authenticate(context.Background(), request("Bearer "+is.mint(map[string]any{"sub": "a"})))
 	if !errors.Is(err, ErrKeysUnavailable) || errors.Is(err, ErrInvalidToken) {
 		t.Fatalf("keys unreachable: %v, want ErrKeysUnavailable alone", err)
+	}
+}
+
+// certificate issues a client certificate for subject cn, signed by a CA
+// named ca; it returns the verified chain as a TLS handshake leaves it.
+func certificate(t *testing.T, ca, cn string) [][]*x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: ca}, IsCA: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn, Organization: []string{"acme"}},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour).Truncate(time.Second), DNSNames: []string{cn + ".example"}}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, issuer, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return [][]*x509.Certificate{{c}}
+}
+
+// A caller named by its certificate is its issuer and subject: the same
+// subject from another CA is another principal; no verified certificate
+// is no caller, whatever token comes beside it.
+func TestClientCertificatePrincipal(t *testing.T) {
+	a := mustNew(t, Options{FromClientCert: true, BearerTokens: []string{"tok"}})
+	as := func(chains [][]*x509.Certificate) (*Principal, error) {
+		r := request("Bearer tok")
+		if chains != nil {
+			r.TLS = &tls.ConnectionState{VerifiedChains: chains}
+		}
+		return a.Authenticate(context.Background(), r)
+	}
+	alice := certificate(t, "ca-one", "alice")
+	p, err := as(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Keyed || !p.Expires.Equal(alice[0][0].NotAfter) || p.Claims["cn"][0] != "alice" || p.Claims["o"][0] != "acme" || p.Claims["dns"][0] != "alice.example" {
+		t.Errorf("alice's principal: %+v", p)
+	}
+	if other, err := as(certificate(t, "ca-two", "alice")); err != nil || other.ID == p.ID {
+		t.Errorf("alice of another CA: %+v, %v; want another principal than %s", other, err, p.ID)
+	}
+	if again, _ := as(certificate(t, "ca-one", "alice")); again == nil || again.ID != p.ID {
+		t.Errorf("a renewed certificate: %+v; want %s", again, p.ID)
+	}
+	if _, err := as(nil); !errors.Is(err, ErrNoToken) {
+		t.Errorf("no certificate, a good token beside: %v, want ErrNoToken", err)
 	}
 }
