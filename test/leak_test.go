@@ -241,7 +241,7 @@ func TestLeak08NeverStored(t *testing.T) {
 		}
 		http.Error(w, "boom", http.StatusInternalServerError)
 	}))
-	q := startProxy(t, "upstreams:"+httpUpstreamYAML("b", broken.URL, "retries: 0"))
+	q := startProxy(t, "upstreams:"+httpUpstreamYAML("b", broken.URL))
 	for i := 0; i < 2; i++ {
 		post(t, q.URL, headers("resources/read", "b+test://x"), rpcBody(1, "resources/read", `"uri":"b+test://x"`)).wantError(t, http.StatusOK, -32603)
 	}

@@ -219,7 +219,7 @@ func TestToolCacheDroppedOnReload(t *testing.T) {
 	counts := &toolCounts{n: map[string]int{}}
 	up := newSwitchable(t, modernHandler(cachedToolServer(counts)))
 	conf := func(timeout string) string {
-		return "cache: {stale_if_error: 1m}\nupstreams:" + httpUpstreamYAML("t", up.URL(), "timeout: "+timeout, "retries: 0", toolCacheYAML("1s", "public", "stale_if_error: true"))
+		return "cache: {stale_if_error: 1m}\nupstreams:" + httpUpstreamYAML("t", up.URL(), "timeout: "+timeout, toolCacheYAML("1s", "public", "stale_if_error: true"))
 	}
 	p, reload := startReloadable(t, conf("5s"))
 	callToolAs(t, p.URL, "", "t_search", `{"q":"r"}`)

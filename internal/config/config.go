@@ -307,11 +307,10 @@ type Upstream struct {
 
 	Command []string `yaml:"command"`
 	// Env is added to the child's environment, which is otherwise only
-	// PATH, HOME, LANG and TMPDIR from Manifold's, unless InheritEnv
-	// passes all of Manifold's (the secrets its ${VAR}s read included).
-	Env        map[string]string `yaml:"env"`
-	InheritEnv bool              `yaml:"inherit_env"`
-	Dir        string            `yaml:"dir"`
+	// PATH, HOME, LANG and TMPDIR from Manifold's: the secrets its ${VAR}s
+	// read stay with Manifold unless Env names them.
+	Env map[string]string `yaml:"env"`
+	Dir string            `yaml:"dir"`
 	// PerPrincipal runs a process of the command per principal, started on
 	// its first call, so that what the process asks (elicitation,
 	// sampling) and keeps belongs to that principal alone.
@@ -326,16 +325,8 @@ type Upstream struct {
 	// are listed and callable.
 	Tools   Filter `yaml:"tools"`
 	Prompts Filter `yaml:"prompts"`
-	// Retries is how many times an idempotent call is retried after a
-	// connection error or a 502/503/504 (HTTP only). Nil until defaults
-	// are applied, so that an explicit 0 means no retries.
-	Retries *int `yaml:"retries"`
 	// MaxResponseBytes bounds one upstream message.
 	MaxResponseBytes ByteSize `yaml:"max_response_bytes"`
-	// MaxIdleConns is how many idle connections to an HTTP upstream are
-	// kept for reuse: as many as the calls usually in flight at once, so
-	// a busy hop does not open a new connection per call.
-	MaxIdleConns int `yaml:"max_idle_conns"`
 	// DefaultTTL and DefaultScope stand in for the cache hints a legacy
 	// server does not send. The default TTL, 0, caches nothing its owner
 	// did not allow.

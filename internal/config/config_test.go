@@ -15,11 +15,12 @@ func env(m map[string]string) func(string) (string, bool) {
 
 func TestParseDefaultsAndEnv(t *testing.T) {
 	cfg, problems := Parse([]byte(`
+sessions:
+  max: ${SESSIONS:-50}
 upstreams:
   - name: docs
     url: ${DOCS_URL}
     headers: {Authorization: "Bearer ${TOKEN}"}
-    retries: ${RETRIES:-0}
     timeout: ${TIMEOUT:-5s}
   - name: notes
     command: [files, "${DIR:-/srv/notes}"]
@@ -31,10 +32,10 @@ upstreams:
 	if u.URL != "http://127.0.0.1:9001/mcp" || u.Headers["Authorization"] != "Bearer a: b # not yaml" {
 		t.Errorf("expansion: %+v", u)
 	}
-	if *u.Retries != 0 || u.Timeout != 5*time.Second {
-		t.Errorf("typed defaults from ${VAR:-x}: retries %d timeout %v", *u.Retries, u.Timeout)
+	if cfg.Sessions.Max != 50 || u.Timeout != 5*time.Second {
+		t.Errorf("typed defaults from ${VAR:-x}: sessions.max %d timeout %v", cfg.Sessions.Max, u.Timeout)
 	}
-	if cfg.Upstreams[1].Command[1] != "/srv/notes" || *cfg.Upstreams[1].Retries != DefaultRetries {
+	if cfg.Upstreams[1].Command[1] != "/srv/notes" || cfg.Upstreams[1].Timeout != DefaultTimeout {
 		t.Errorf("second upstream: %+v", cfg.Upstreams[1])
 	}
 	if cfg.Listen != DefaultListen || cfg.Namespace != NamespacePrefix || cfg.MaxRequestBytes != DefaultMaxRequestBytes || u.Protocol != ProtocolAuto {
@@ -226,6 +227,25 @@ func TestOAuthUserOnLoopback(t *testing.T) {
 		}
 		if got := cfg.CallbackURL(); got != want {
 			t.Errorf("listen %q: callback %q, want %q", listen, got, want)
+		}
+	}
+}
+
+// A key that was removed is refused by name, with what took its place, not
+// as an unknown key or, worse, silently.
+func TestRemovedKeysNameTheirReplacement(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"upstreams: [{name: a, url: http://x/mcp, retries: 0}]", "upstreams[0].retries: removed; an idempotent call"},
+		{"upstreams: [{name: a, url: http://x/mcp, max_idle_conns: 2}]", "upstreams[0].max_idle_conns: removed; Manifold keeps"},
+		{"upstreams: [{name: a, command: [x], inherit_env: true}]", "upstreams[0].inherit_env: removed; a child gets PATH, HOME, LANG and TMPDIR"},
+	} {
+		_, problems := Parse([]byte(c.yaml), env(nil))
+		var all []string
+		for _, p := range problems {
+			all = append(all, p.String())
+		}
+		if len(problems) != 1 || !strings.HasPrefix(all[0], c.want) {
+			t.Errorf("%q: problems %q, want one starting %q", c.yaml, all, c.want)
 		}
 	}
 }

@@ -48,8 +48,6 @@ const (
 	DefaultCursorTTL        = time.Hour
 	DefaultTimeout          = 30 * time.Second
 	DefaultCallTimeout      = 5 * time.Minute
-	DefaultRetries          = 2
-	DefaultMaxIdleConns     = 64
 	TransportAuto           = "auto"
 	TransportHTTP           = "http"
 	TransportSSE            = "sse"
@@ -123,15 +121,10 @@ func (cc *Cache) applyDefaults() {
 }
 
 func (u *Upstream) applyDefaults() {
-	if u.Retries == nil {
-		n := DefaultRetries
-		u.Retries = &n
-	}
 	setDefault(&u.Protocol, ProtocolAuto)
 	setDefault(&u.Timeout, DefaultTimeout)
 	setDefault(&u.CallTimeout, DefaultCallTimeout)
 	setDefault(&u.MaxResponseBytes, DefaultMaxResponseBytes)
-	setDefault(&u.MaxIdleConns, DefaultMaxIdleConns)
 	setDefault(&u.CacheKey, CacheKeyCredential)
 	setDefault(&u.Transport, TransportAuto)
 	setDefault(&u.DefaultScope, "private")

@@ -96,12 +96,6 @@ func (u *Upstream) validateBounds(bad complain) {
 	if u.DefaultTTL < 0 {
 		bad("default_ttl", "must not be negative")
 	}
-	if *u.Retries < 0 || *u.Retries > 10 {
-		bad("retries", "must be between 0 and 10")
-	}
-	if u.MaxIdleConns < 1 || u.MaxIdleConns > 4096 {
-		bad("max_idle_conns", "must be between 1 and 4096")
-	}
 	if u.CacheKey != CacheKeyCredential && u.CacheKey != CacheKeyPrincipal {
 		bad("cache_key", "must be credential or principal")
 	}
@@ -146,8 +140,8 @@ func (u *Upstream) validateTransport(bad complain) {
 			bad("command[0]", "the program must not be empty")
 		}
 	}
-	if len(u.Command) == 0 && (len(u.Env) > 0 || u.Dir != "" || u.InheritEnv) {
-		bad("env", "env, inherit_env and dir apply to stdio upstreams (command) only")
+	if len(u.Command) == 0 && (len(u.Env) > 0 || u.Dir != "") {
+		bad("env", "env and dir apply to stdio upstreams (command) only")
 	}
 	if len(u.Command) == 0 && u.PerPrincipal {
 		bad("per_principal", "applies to stdio upstreams (command) only")

@@ -1,0 +1,35 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+)
+
+// Values that were keys once and are now simply right (issue #38): a file
+// that still sets one is refused, told what replaced it (removedKeys).
+const (
+	// UpstreamRetries is how many times an idempotent call to an HTTP
+	// upstream is sent again after a connection error, a 429 or a
+	// 502/503/504: a blip is absorbed, an outage is not prolonged.
+	UpstreamRetries = 2
+	// UpstreamIdleConns is how many idle connections to one HTTP upstream
+	// are kept for reuse: more than the calls a replica has in flight at
+	// once to one server, so a busy hop never opens one per call.
+	UpstreamIdleConns = 64
+)
+
+// removedKeys are the keys a file may still carry from before they went,
+// by the struct they were in, each with what took their place.
+var removedKeys = map[reflect.Type]map[string]string{
+	reflect.TypeFor[Upstream](): {
+		"retries":        fmt.Sprintf("an idempotent call to an HTTP upstream is retried %d times after a connection error, 429 or 502-504, fixed", UpstreamRetries),
+		"max_idle_conns": fmt.Sprintf("Manifold keeps up to %d idle connections to each HTTP upstream, fixed", UpstreamIdleConns),
+		"inherit_env":    `a child gets PATH, HOME, LANG and TMPDIR from Manifold's environment, plus env: name there what else it needs, e.g. {SSL_CERT_FILE: "${SSL_CERT_FILE}"}`,
+	},
+}
+
+// removedKey is what replaced key of struct t, if it was removed.
+func removedKey(t reflect.Type, key string) (string, bool) {
+	why, ok := removedKeys[t][key]
+	return why, ok
+}
