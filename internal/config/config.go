@@ -229,7 +229,8 @@ type Cache struct {
 	Memory Memory `yaml:"memory"`
 	// Redis, when it has an address, is the tier shared by every replica.
 	Redis Redis `yaml:"redis"`
-	// Secret keys the credential fingerprints of private entries. Required
+	// Secret keys the credential fingerprints of private entries, and seals
+	// them in Redis (always: a key per caller derived from it). Required
 	// with Redis, so replicas agree; otherwise random per process.
 	Secret string `yaml:"secret"`
 	// CredentialHeaders are the request headers that make up a caller's
@@ -268,13 +269,6 @@ type Redis struct {
 	// Timeout bounds each Redis command; a cache must cost little more
 	// than a miss when Redis is slow.
 	Timeout time.Duration `yaml:"timeout"`
-	// BreakerFailures consecutive failures open the circuit breaker for
-	// BreakerCooldown, during which Redis is not asked.
-	BreakerFailures int           `yaml:"breaker_failures"`
-	BreakerCooldown time.Duration `yaml:"breaker_cooldown"`
-	// EncryptPrivate seals private entries in Redis with AES-GCM under a
-	// key per caller derived (HKDF) from cache.secret.
-	EncryptPrivate bool `yaml:"encrypt_private"`
 }
 
 // Enabled reports whether a Redis tier is configured.

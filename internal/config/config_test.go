@@ -238,6 +238,9 @@ func TestRemovedKeysNameTheirReplacement(t *testing.T) {
 		{"upstreams: [{name: a, url: http://x/mcp, retries: 0}]", "upstreams[0].retries: removed; an idempotent call"},
 		{"upstreams: [{name: a, url: http://x/mcp, max_idle_conns: 2}]", "upstreams[0].max_idle_conns: removed; Manifold keeps"},
 		{"upstreams: [{name: a, command: [x], inherit_env: true}]", "upstreams[0].inherit_env: removed; a child gets PATH, HOME, LANG and TMPDIR"},
+		{"cache: {secret: s-0123456789abcdef, redis: {url: redis://r, encrypt_private: false}}\nupstreams: [{name: a, url: http://x/mcp}]", "cache.redis.encrypt_private: removed; private entries in Redis are always sealed"},
+		{"cache: {secret: s-0123456789abcdef, redis: {url: redis://r, breaker_failures: 1}}\nupstreams: [{name: a, url: http://x/mcp}]", "cache.redis.breaker_failures: removed; Redis is skipped for 5s after 5 consecutive failures"},
+		{"cache: {secret: s-0123456789abcdef, redis: {url: redis://r, breaker_cooldown: 1s}}\nupstreams: [{name: a, url: http://x/mcp}]", "cache.redis.breaker_cooldown: removed; Redis is skipped"},
 	} {
 		_, problems := Parse([]byte(c.yaml), env(nil))
 		var all []string

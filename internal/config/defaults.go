@@ -61,8 +61,6 @@ const (
 	DefaultStaleIfError     = 5 * time.Minute
 	DefaultRedisTimeout     = 100 * time.Millisecond
 	DefaultRedisPrefix      = "manifold:"
-	DefaultBreakerFailures  = 5
-	DefaultBreakerCooldown  = 5 * time.Second
 	DefaultProbeInterval    = 3 * time.Second
 )
 
@@ -116,8 +114,6 @@ func (cc *Cache) applyDefaults() {
 	setDefault(&cc.RefreshAhead, "public")
 	setDefault(&cc.Redis.Prefix, DefaultRedisPrefix)
 	setDefault(&cc.Redis.Timeout, DefaultRedisTimeout)
-	setDefault(&cc.Redis.BreakerFailures, DefaultBreakerFailures)
-	setDefault(&cc.Redis.BreakerCooldown, DefaultBreakerCooldown)
 }
 
 func (u *Upstream) applyDefaults() {

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"time"
 )
 
 // Values that were keys once and are now simply right (issue #38): a file
@@ -16,6 +17,12 @@ const (
 	// are kept for reuse: more than the calls a replica has in flight at
 	// once to one server, so a busy hop never opens one per call.
 	UpstreamIdleConns = 64
+	// RedisBreakerFailures consecutive failures of Redis (cache, sessions'
+	// and OAuth grants' stores alike) have it skipped for
+	// RedisBreakerCooldown, after which one request probes it: a dead Redis
+	// costs a request nothing, a revived one is back within seconds.
+	RedisBreakerFailures = 5
+	RedisBreakerCooldown = 5 * time.Second
 )
 
 // removedKeys are the keys a file may still carry from before they went,
@@ -26,7 +33,14 @@ var removedKeys = map[reflect.Type]map[string]string{
 		"max_idle_conns": fmt.Sprintf("Manifold keeps up to %d idle connections to each HTTP upstream, fixed", UpstreamIdleConns),
 		"inherit_env":    `a child gets PATH, HOME, LANG and TMPDIR from Manifold's environment, plus env: name there what else it needs, e.g. {SSL_CERT_FILE: "${SSL_CERT_FILE}"}`,
 	},
+	reflect.TypeFor[Redis](): {
+		"encrypt_private":  "private entries in Redis are always sealed (AES-256-GCM, a key per caller derived from cache.secret, which Redis requires)",
+		"breaker_failures": breakerFixed,
+		"breaker_cooldown": breakerFixed,
+	},
 }
+
+var breakerFixed = fmt.Sprintf("Redis is skipped for %s after %d consecutive failures, fixed", RedisBreakerCooldown, RedisBreakerFailures)
 
 // removedKey is what replaced key of struct t, if it was removed.
 func removedKey(t reflect.Type, key string) (string, bool) {

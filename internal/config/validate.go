@@ -156,7 +156,7 @@ func (c *Cache) validate() []Problem {
 	}
 	if c.Redis.Enabled() {
 		if len(c.Secret) < 16 {
-			bad("secret", "is required with redis (at least 16 characters), so every replica computes the same credential fingerprints")
+			bad("secret", "is required with redis (at least 16 characters): every replica computes the same credential fingerprints with it, and private entries in Redis are sealed under it")
 		}
 		c.Redis.validate(bad)
 	}
@@ -180,12 +180,6 @@ func (r *Redis) validate(bad complain) {
 	}
 	if r.Timeout <= 0 || r.Timeout > 10*time.Second {
 		bad("redis.timeout", "must be between 1ns and 10s")
-	}
-	if r.BreakerFailures < 1 {
-		bad("redis.breaker_failures", "must be at least 1")
-	}
-	if r.BreakerCooldown < 10*time.Millisecond {
-		bad("redis.breaker_cooldown", "must be at least 10ms")
 	}
 }
 

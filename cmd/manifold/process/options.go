@@ -170,8 +170,8 @@ func cacheOptions(cfg *config.Config, log *slog.Logger) (cache.Options, error) {
 		Client: redis.UniversalOptions{
 			Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: r.Password, DB: r.DB,
 		},
-		Prefix: r.Prefix, Timeout: r.Timeout, BreakerFailures: r.BreakerFailures, BreakerCooldown: r.BreakerCooldown,
-		EncryptPrivate: r.EncryptPrivate,
+		Prefix: r.Prefix, Timeout: r.Timeout, BreakerFailures: config.RedisBreakerFailures, BreakerCooldown: config.RedisBreakerCooldown,
+		EncryptPrivate: true,
 	}
 	if r.URL != "" {
 		u, err := redis.ParseURL(r.URL)
