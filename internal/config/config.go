@@ -97,23 +97,22 @@ type Admin struct {
 	Operators []AccessRule `yaml:"operators"`
 }
 
-// Subscriptions bounds the downstream subscription streams.
+// Subscriptions bounds the downstream subscription streams: what one
+// listen may name, and the memory all of them may hold.
 type Subscriptions struct {
 	// KeepAlive is the interval of SSE comments on a quiet stream.
 	KeepAlive time.Duration `yaml:"keepalive"`
-	// MaxStreams bounds the streams open at once.
-	MaxStreams int `yaml:"max_streams"`
-	// Queue is how many notifications may wait for one slow subscriber
-	// before its stream is closed.
-	Queue int `yaml:"queue"`
-	// MaxURIsPerStream bounds the resources one listen names;
-	// MaxURIsPerUpstream the resources one upstream is asked to watch.
-	MaxURIsPerStream   int `yaml:"max_uris_per_stream"`
-	MaxURIsPerUpstream int `yaml:"max_uris_per_upstream"`
-	// MaxBytes bounds the memory all open streams may hold together, what
-	// they name and what may queue for them; past it a listen is refused.
+	// MaxURIsPerStream bounds the resources one listen names; an upstream
+	// is asked to watch at most WatchedStreams times as many.
+	MaxURIsPerStream int `yaml:"max_uris_per_stream"`
+	// MaxBytes bounds the memory all open streams may hold together (and
+	// so how many may be open), what they name and what may queue for
+	// them; past it a listen is refused.
 	MaxBytes ByteSize `yaml:"max_bytes"`
 }
+
+// MaxWatched is how many resources one upstream is asked to watch at most.
+func (s Subscriptions) MaxWatched() int { return WatchedStreams * s.MaxURIsPerStream }
 
 // Health is how Manifold follows its upstreams' health.
 type Health struct {
@@ -124,10 +123,10 @@ type Health struct {
 	ProbeInterval time.Duration `yaml:"probe_interval"`
 }
 
-// Audit is the audit log: File is a path, "stderr", or empty (off).
+// Audit is the audit log, JSON lines: File is a path, "stderr", or empty
+// (off).
 type Audit struct {
-	File   string `yaml:"file"`
-	Format string `yaml:"format"`
+	File string `yaml:"file"`
 }
 
 // Limits are rate limits, shared by the replicas through cache.redis when

@@ -168,7 +168,7 @@ func TestProblemsInWordsAndFileOrder(t *testing.T) {
 cache:
   max_ttl: forever
 subscriptions:
-  max_streams: many
+  max_uris_per_stream: many
   keepalive: 5
 upstreams:
   - name: a
@@ -183,7 +183,7 @@ limits: {per_principal: {rate: fast}}
 	want := []string{
 		`max_request_bytes: "lots" is not a size`,
 		`cache.max_ttl: "forever" is not a duration`,
-		`subscriptions.max_streams: "many" is not a whole number`,
+		`subscriptions.max_uris_per_stream: "many" is not a whole number`,
 		`subscriptions.keepalive: 5 is not a duration`,
 		`upstreams[0].required: "maybe" is not true or false`,
 		`upstreams[0].timeout: 1.5 is not a duration`,
@@ -238,6 +238,10 @@ func TestRemovedKeysNameTheirReplacement(t *testing.T) {
 		{"upstreams: [{name: a, url: http://x/mcp, retries: 0}]", "upstreams[0].retries: removed; an idempotent call"},
 		{"upstreams: [{name: a, url: http://x/mcp, max_idle_conns: 2}]", "upstreams[0].max_idle_conns: removed; Manifold keeps"},
 		{"upstreams: [{name: a, command: [x], inherit_env: true}]", "upstreams[0].inherit_env: removed; a child gets PATH, HOME, LANG and TMPDIR"},
+		{"subscriptions: {max_streams: 5}\nupstreams: [{name: a, url: http://x/mcp}]", "subscriptions.max_streams: removed; subscriptions.max_bytes bounds the open streams"},
+		{"subscriptions: {queue: 5}\nupstreams: [{name: a, url: http://x/mcp}]", "subscriptions.queue: removed; a subscriber's queue holds 64 notifications"},
+		{"subscriptions: {max_uris_per_upstream: 5}\nupstreams: [{name: a, url: http://x/mcp}]", "subscriptions.max_uris_per_upstream: removed; an upstream is asked to watch at most ten times subscriptions.max_uris_per_stream"},
+		{"audit: {format: json}\nupstreams: [{name: a, url: http://x/mcp}]", "audit.format: removed; the audit log is JSON lines"},
 		{"cache: {secret: s-0123456789abcdef, redis: {url: redis://r, encrypt_private: false}}\nupstreams: [{name: a, url: http://x/mcp}]", "cache.redis.encrypt_private: removed; private entries in Redis are always sealed"},
 		{"cache: {secret: s-0123456789abcdef, redis: {url: redis://r, breaker_failures: 1}}\nupstreams: [{name: a, url: http://x/mcp}]", "cache.redis.breaker_failures: removed; Redis is skipped for 5s after 5 consecutive failures"},
 		{"cache: {secret: s-0123456789abcdef, redis: {url: redis://r, breaker_cooldown: 1s}}\nupstreams: [{name: a, url: http://x/mcp}]", "cache.redis.breaker_cooldown: removed; Redis is skipped"},

@@ -74,10 +74,7 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Log.Level, "info")
 	setDefault(&c.Log.Format, "text")
 	setDefault(&c.Subscriptions.KeepAlive, 25*time.Second)
-	setDefault(&c.Subscriptions.MaxStreams, 10_000)
-	setDefault(&c.Subscriptions.Queue, 64)
 	setDefault(&c.Subscriptions.MaxURIsPerStream, 1000)
-	setDefault(&c.Subscriptions.MaxURIsPerUpstream, 10_000)
 	setDefault(&c.Subscriptions.MaxBytes, 256<<20)
 	setDefault(&c.Sessions.IdleTimeout, 30*time.Minute)
 	setDefault(&c.Sessions.Max, 10_000)
@@ -86,7 +83,6 @@ func (c *Config) applyDefaults() {
 	// ten callers whatever max is.
 	setDefault(&c.Sessions.MaxPerPrincipal, min(100, max(1, c.Sessions.Max/10)))
 	setDefault(&c.Auth.JWT.Leeway, 30*time.Second)
-	setDefault(&c.Audit.Format, "json")
 	setDefault(&c.Health.ProbeInterval, DefaultProbeInterval)
 	for _, l := range []*RateLimit{&c.Limits.PerPrincipal, &c.Limits.PerUpstream} {
 		setDefault(&l.Burst, int(math.Ceil(l.Rate)))

@@ -23,6 +23,14 @@ const (
 	// costs a request nothing, a revived one is back within seconds.
 	RedisBreakerFailures = 5
 	RedisBreakerCooldown = 5 * time.Second
+	// SubscriberQueue is how many notifications may wait for one slow
+	// subscriber before its stream is ended (it may listen again); its
+	// cost is charged against subscriptions.max_bytes.
+	SubscriberQueue = 64
+	// WatchedStreams is how many full listens' worth of resources
+	// (subscriptions.max_uris_per_stream) one upstream is asked to watch
+	// at most.
+	WatchedStreams = 10
 )
 
 // removedKeys are the keys a file may still carry from before they went,
@@ -37,6 +45,14 @@ var removedKeys = map[reflect.Type]map[string]string{
 		"encrypt_private":  "private entries in Redis are always sealed (AES-256-GCM, a key per caller derived from cache.secret, which Redis requires)",
 		"breaker_failures": breakerFixed,
 		"breaker_cooldown": breakerFixed,
+	},
+	reflect.TypeFor[Subscriptions](): {
+		"max_streams":           "subscriptions.max_bytes bounds the open streams (each holds 20 KiB at least)",
+		"queue":                 fmt.Sprintf("a subscriber's queue holds %d notifications, fixed, charged against subscriptions.max_bytes", SubscriberQueue),
+		"max_uris_per_upstream": "an upstream is asked to watch at most ten times subscriptions.max_uris_per_stream",
+	},
+	reflect.TypeFor[Audit](): {
+		"format": "the audit log is JSON lines, its only format",
 	},
 }
 
