@@ -90,11 +90,7 @@ func TestParseProblemsNamePaths(t *testing.T) {
 		{"", "the file is empty"},
 		{"listen: [", "not valid YAML"},
 	} {
-		_, problems := Parse([]byte(c.yaml), env(nil))
-		var all []string
-		for _, p := range problems {
-			all = append(all, p.String())
-		}
+		all := problemsOf(c.yaml)
 		if !strings.Contains(strings.Join(all, "\n"), c.want) {
 			t.Errorf("%q: problems %q lack %q", c.yaml, all, c.want)
 		}
@@ -246,13 +242,18 @@ func TestRemovedKeysNameTheirReplacement(t *testing.T) {
 		{"cache: {secret: s-0123456789abcdef, redis: {url: redis://r, breaker_failures: 1}}\nupstreams: [{name: a, url: http://x/mcp}]", "cache.redis.breaker_failures: removed; Redis is skipped for 5s after 5 consecutive failures"},
 		{"cache: {secret: s-0123456789abcdef, redis: {url: redis://r, breaker_cooldown: 1s}}\nupstreams: [{name: a, url: http://x/mcp}]", "cache.redis.breaker_cooldown: removed; Redis is skipped"},
 	} {
-		_, problems := Parse([]byte(c.yaml), env(nil))
-		var all []string
-		for _, p := range problems {
-			all = append(all, p.String())
-		}
-		if len(problems) != 1 || !strings.HasPrefix(all[0], c.want) {
+		if all := problemsOf(c.yaml); len(all) != 1 || !strings.HasPrefix(all[0], c.want) {
 			t.Errorf("%q: problems %q, want one starting %q", c.yaml, all, c.want)
 		}
 	}
+}
+
+// problemsOf is what Parse says of yaml, each problem as printed.
+func problemsOf(yaml string) []string {
+	_, problems := Parse([]byte(yaml), env(nil))
+	var all []string
+	for _, p := range problems {
+		all = append(all, p.String())
+	}
+	return all
 }
