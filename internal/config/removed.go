@@ -17,8 +17,8 @@ const (
 	// are kept for reuse: more than the calls a replica has in flight at
 	// once to one server, so a busy hop never opens one per call.
 	UpstreamIdleConns = 64
-	// RedisBreakerFailures consecutive failures of Redis (cache, sessions'
-	// and OAuth grants' stores alike) have it skipped for
+	// RedisBreakerFailures consecutive failures of Redis (as the cache and
+	// the OAuth grants' store use it) have it skipped for
 	// RedisBreakerCooldown, after which one request probes it: a dead Redis
 	// costs a request nothing, a revived one is back within seconds.
 	RedisBreakerFailures = 5
