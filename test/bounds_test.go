@@ -146,14 +146,14 @@ func TestLargeListPagesBounded(t *testing.T) {
 }
 
 // One listen may name at most subscriptions.max_uris_per_stream URIs, each
-// at most 8 KiB, and one upstream is asked to watch at most
-// max_uris_per_upstream of them in all: beyond, -32602 naming the limit.
+// at most 8 KiB, and one upstream is asked to watch at most ten times as
+// many in all: beyond, -32602 naming the key.
 // Twelve listens of 40,000 URIs are refused without growing Manifold's
 // memory or reaching the upstream.
 func TestListenBounds(t *testing.T) {
 	s := newSDKServer("a", sdkOptions{resources: 1})
 	up, lt := trackedModern(t, s)
-	url, pid := startManifoldProcess(t, "max_request_bytes: 4MiB\nsubscriptions: {max_uris_per_stream: 1000, max_uris_per_upstream: 1500}\nupstreams:"+httpUpstreamYAML("a", up.URL))
+	url, pid := startManifoldProcess(t, "max_request_bytes: 4MiB\nsubscriptions: {max_uris_per_stream: 100}\nupstreams:"+httpUpstreamYAML("a", up.URL))
 	readText(t, url, "a+test://a/0")
 	uris := func(n, from int) string {
 		var b strings.Builder
@@ -189,11 +189,12 @@ func TestListenBounds(t *testing.T) {
 	}
 	long := listenRaw(`{"resourceSubscriptions":["a+test://a/` + strings.Repeat("x", 9000) + `"]}`)
 	long.wantError(t, 400, -32602)
-	first := listen(t, url, 2, `{"resourceSubscriptions":[`+uris(1000, 0)+`]}`)
-	first.next(t, 5*time.Second)
-	over := listenRaw(`{"resourceSubscriptions":[` + uris(1000, 1000) + `]}`)
-	if over.Error == nil || over.Error.Code != -32602 || !strings.Contains(over.Error.Message, "subscriptions.max_uris_per_upstream") {
-		t.Errorf("a listen past max_uris_per_upstream: %s", over.Body)
+	for i := range 10 {
+		listen(t, url, 2+i, `{"resourceSubscriptions":[`+uris(100, i*100)+`]}`).next(t, 5*time.Second)
+	}
+	over := listenRaw(`{"resourceSubscriptions":[` + uris(100, 1000) + `]}`)
+	if over.Error == nil || over.Error.Code != -32602 || !strings.Contains(over.Error.Message, "would watch more than 1000 resources") || !strings.Contains(over.Error.Message, "subscriptions.max_uris_per_stream") {
+		t.Errorf("a listen past ten times max_uris_per_stream: %s", over.Body)
 	}
 }
 

@@ -241,7 +241,7 @@ func TestLeak08NeverStored(t *testing.T) {
 		}
 		http.Error(w, "boom", http.StatusInternalServerError)
 	}))
-	q := startProxy(t, "upstreams:"+httpUpstreamYAML("b", broken.URL, "retries: 0"))
+	q := startProxy(t, "upstreams:"+httpUpstreamYAML("b", broken.URL))
 	for i := 0; i < 2; i++ {
 		post(t, q.URL, headers("resources/read", "b+test://x"), rpcBody(1, "resources/read", `"uri":"b+test://x"`)).wantError(t, http.StatusOK, -32603)
 	}
@@ -275,7 +275,7 @@ func TestLeak09RepliesAreTheirOwn(t *testing.T) {
 // relax the scope.
 func TestLeak10DegradedPathsKeepScope(t *testing.T) {
 	rs := redistest.Start(t)
-	_, up, p := hintedProxy(t, fmt.Sprintf("cache: {secret: leak-secret-0123456789, stale_if_error: 1m, redis: {url: %q, breaker_failures: 1}}\n", rs.URL()))
+	_, up, p := hintedProxy(t, fmt.Sprintf("cache: {secret: leak-secret-0123456789, stale_if_error: 1m, redis: {url: %q}}\n", rs.URL()))
 	readAs(t, p.URL, "h+test://priv/10", "token-A")
 	rs.Stop()
 	if text, _, _ := readAs(t, p.URL, "h+test://priv/10", "token-B"); !strings.Contains(text, "token-B") {
@@ -305,7 +305,7 @@ func TestLeak12RandomizedConcurrency(t *testing.T) {
 	rs := redistest.Start(t)
 	h := newHintedServer()
 	up := modernSDK(t, h.Server)
-	shared := fmt.Sprintf("cache: {secret: leak-secret-0123456789, redis: {url: %q, timeout: 200ms, breaker_failures: 3, breaker_cooldown: 100ms}}\n", rs.URL())
+	shared := fmt.Sprintf("cache: {secret: leak-secret-0123456789, redis: {url: %q, timeout: 200ms}}\n", rs.URL())
 	replicas := []*proxy{cachedProxy(t, up.URL, shared), cachedProxy(t, up.URL, shared)}
 	tokens := []string{"", "token-A", "token-B", "token-C", "token-D", "token-E"}
 	const workers, perWorker = 24, 60

@@ -27,8 +27,8 @@ func TestLeakCasesWithToolResults(t *testing.T) {
 	up := newSwitchable(t, modernHandler(cachedToolServer(counts)))
 	other := &toolCounts{n: map[string]int{}}
 	up2 := modernSDK(t, cachedToolServer(other))
-	conf := is.authYAML("") + fmt.Sprintf("cache: {secret: leak-secret-0123456789, stale_if_error: 1m, redis: {url: %q, encrypt_private: true}}\nupstreams:", rs.URL()) +
-		httpUpstreamYAML("t", up.URL(), "forward_headers: [Authorization, X-Tenant]", "cache_key: principal", "retries: 0", toolCacheYAML("60s", "private", "stale_if_error: true")) +
+	conf := is.authYAML("") + fmt.Sprintf("cache: {secret: leak-secret-0123456789, stale_if_error: 1m, redis: {url: %q}}\nupstreams:", rs.URL()) +
+		httpUpstreamYAML("t", up.URL(), "forward_headers: [Authorization, X-Tenant]", "cache_key: principal", toolCacheYAML("60s", "private", "stale_if_error: true")) +
 		httpUpstreamYAML("u", up2.URL, "forward_headers: [Authorization]", toolCacheYAML("60s", "public"))
 	a, b := startProxy(t, conf), startProxy(t, conf)
 	replicas := []*proxy{a, b}

@@ -149,7 +149,7 @@ func TestRedisLossLoggedOnce(t *testing.T) {
 func TestStaleServedNotLoggedPerRequest(t *testing.T) {
 	h := newHintedServer()
 	a := newSwitchable(t, modernHandler(h.Server))
-	o := startOps(t, "upstreams:"+httpUpstreamYAML("a", a.URL(), "timeout: 1s", "retries: 0"))
+	o := startOps(t, "upstreams:"+httpUpstreamYAML("a", a.URL(), "timeout: 1s"))
 	o.waitReady(t, http.StatusOK, map[string]string{"a": "ready"})
 	uri := func(i int) string { return fmt.Sprintf("a+test://hot/%d", i) }
 	for i := range 30 {

@@ -153,7 +153,7 @@ func TestUpstreamKilledMidList(t *testing.T) {
 		sdk.ServeHTTP(w, r)
 	}))
 	defer doomed.Close()
-	p := startProxy(t, "upstreams:"+httpUpstreamYAML("alpha", alpha.URL)+httpUpstreamYAML("doomed", doomed.URL+"/mcp", "retries: 0"))
+	p := startProxy(t, "upstreams:"+httpUpstreamYAML("alpha", alpha.URL)+httpUpstreamYAML("doomed", doomed.URL+"/mcp"))
 
 	var page listResult
 	post(t, p.URL, headers("resources/list", ""), rpcBody(1, "resources/list", "")).result(t, &page)

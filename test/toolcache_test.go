@@ -219,7 +219,7 @@ func TestToolCacheDroppedOnReload(t *testing.T) {
 	counts := &toolCounts{n: map[string]int{}}
 	up := newSwitchable(t, modernHandler(cachedToolServer(counts)))
 	conf := func(timeout string) string {
-		return "cache: {stale_if_error: 1m}\nupstreams:" + httpUpstreamYAML("t", up.URL(), "timeout: "+timeout, "retries: 0", toolCacheYAML("1s", "public", "stale_if_error: true"))
+		return "cache: {stale_if_error: 1m}\nupstreams:" + httpUpstreamYAML("t", up.URL(), "timeout: "+timeout, toolCacheYAML("1s", "public", "stale_if_error: true"))
 	}
 	p, reload := startReloadable(t, conf("5s"))
 	callToolAs(t, p.URL, "", "t_search", `{"q":"r"}`)
@@ -243,14 +243,13 @@ func TestToolCacheDroppedOnReload(t *testing.T) {
 	}
 }
 
-// Two replicas share an entry through Redis, sealed there when
-// encrypt_private is on; the second replica's answer says it came from
+// Two replicas share an entry through Redis, sealed there; the second replica's answer says it came from
 // Redis.
 func TestToolCacheSharedThroughRedis(t *testing.T) {
 	rs := redistest.Start(t)
 	counts := &toolCounts{n: map[string]int{}}
 	up := modernSDK(t, cachedToolServer(counts))
-	conf := fmt.Sprintf("cache: {secret: tool-secret-0123456789, redis: {url: %q, encrypt_private: true}}\nupstreams:", rs.URL()) +
+	conf := fmt.Sprintf("cache: {secret: tool-secret-0123456789, redis: {url: %q}}\nupstreams:", rs.URL()) +
 		httpUpstreamYAML("t", up.URL, "forward_headers: [Authorization]", toolCacheYAML("60s", "private"))
 	a, b := startProxy(t, conf), startProxy(t, conf)
 	first := callToolAs(t, a.URL, "token-A", "t_search", `{"q":"shared-secret-text"}`)

@@ -97,23 +97,22 @@ type Admin struct {
 	Operators []AccessRule `yaml:"operators"`
 }
 
-// Subscriptions bounds the downstream subscription streams.
+// Subscriptions bounds the downstream subscription streams: what one
+// listen may name, and the memory all of them may hold.
 type Subscriptions struct {
 	// KeepAlive is the interval of SSE comments on a quiet stream.
 	KeepAlive time.Duration `yaml:"keepalive"`
-	// MaxStreams bounds the streams open at once.
-	MaxStreams int `yaml:"max_streams"`
-	// Queue is how many notifications may wait for one slow subscriber
-	// before its stream is closed.
-	Queue int `yaml:"queue"`
-	// MaxURIsPerStream bounds the resources one listen names;
-	// MaxURIsPerUpstream the resources one upstream is asked to watch.
-	MaxURIsPerStream   int `yaml:"max_uris_per_stream"`
-	MaxURIsPerUpstream int `yaml:"max_uris_per_upstream"`
-	// MaxBytes bounds the memory all open streams may hold together, what
-	// they name and what may queue for them; past it a listen is refused.
+	// MaxURIsPerStream bounds the resources one listen names; an upstream
+	// is asked to watch at most WatchedStreams times as many.
+	MaxURIsPerStream int `yaml:"max_uris_per_stream"`
+	// MaxBytes bounds the memory all open streams may hold together (and
+	// so how many may be open), what they name and what may queue for
+	// them; past it a listen is refused.
 	MaxBytes ByteSize `yaml:"max_bytes"`
 }
+
+// MaxWatched is how many resources one upstream is asked to watch at most.
+func (s Subscriptions) MaxWatched() int { return WatchedStreams * s.MaxURIsPerStream }
 
 // Health is how Manifold follows its upstreams' health.
 type Health struct {
@@ -124,10 +123,10 @@ type Health struct {
 	ProbeInterval time.Duration `yaml:"probe_interval"`
 }
 
-// Audit is the audit log: File is a path, "stderr", or empty (off).
+// Audit is the audit log, JSON lines: File is a path, "stderr", or empty
+// (off).
 type Audit struct {
-	File   string `yaml:"file"`
-	Format string `yaml:"format"`
+	File string `yaml:"file"`
 }
 
 // Limits are rate limits, shared by the replicas through cache.redis when
@@ -229,7 +228,8 @@ type Cache struct {
 	Memory Memory `yaml:"memory"`
 	// Redis, when it has an address, is the tier shared by every replica.
 	Redis Redis `yaml:"redis"`
-	// Secret keys the credential fingerprints of private entries. Required
+	// Secret keys the credential fingerprints of private entries, and seals
+	// them in Redis (always: a key per caller derived from it). Required
 	// with Redis, so replicas agree; otherwise random per process.
 	Secret string `yaml:"secret"`
 	// CredentialHeaders are the request headers that make up a caller's
@@ -268,13 +268,6 @@ type Redis struct {
 	// Timeout bounds each Redis command; a cache must cost little more
 	// than a miss when Redis is slow.
 	Timeout time.Duration `yaml:"timeout"`
-	// BreakerFailures consecutive failures open the circuit breaker for
-	// BreakerCooldown, during which Redis is not asked.
-	BreakerFailures int           `yaml:"breaker_failures"`
-	BreakerCooldown time.Duration `yaml:"breaker_cooldown"`
-	// EncryptPrivate seals private entries in Redis with AES-GCM under a
-	// key per caller derived (HKDF) from cache.secret.
-	EncryptPrivate bool `yaml:"encrypt_private"`
 }
 
 // Enabled reports whether a Redis tier is configured.
@@ -307,11 +300,10 @@ type Upstream struct {
 
 	Command []string `yaml:"command"`
 	// Env is added to the child's environment, which is otherwise only
-	// PATH, HOME, LANG and TMPDIR from Manifold's, unless InheritEnv
-	// passes all of Manifold's (the secrets its ${VAR}s read included).
-	Env        map[string]string `yaml:"env"`
-	InheritEnv bool              `yaml:"inherit_env"`
-	Dir        string            `yaml:"dir"`
+	// PATH, HOME, LANG and TMPDIR from Manifold's: the secrets its ${VAR}s
+	// read stay with Manifold unless Env names them.
+	Env map[string]string `yaml:"env"`
+	Dir string            `yaml:"dir"`
 	// PerPrincipal runs a process of the command per principal, started on
 	// its first call, so that what the process asks (elicitation,
 	// sampling) and keeps belongs to that principal alone.
@@ -326,16 +318,8 @@ type Upstream struct {
 	// are listed and callable.
 	Tools   Filter `yaml:"tools"`
 	Prompts Filter `yaml:"prompts"`
-	// Retries is how many times an idempotent call is retried after a
-	// connection error or a 502/503/504 (HTTP only). Nil until defaults
-	// are applied, so that an explicit 0 means no retries.
-	Retries *int `yaml:"retries"`
 	// MaxResponseBytes bounds one upstream message.
 	MaxResponseBytes ByteSize `yaml:"max_response_bytes"`
-	// MaxIdleConns is how many idle connections to an HTTP upstream are
-	// kept for reuse: as many as the calls usually in flight at once, so
-	// a busy hop does not open a new connection per call.
-	MaxIdleConns int `yaml:"max_idle_conns"`
 	// DefaultTTL and DefaultScope stand in for the cache hints a legacy
 	// server does not send. The default TTL, 0, caches nothing its owner
 	// did not allow.

@@ -15,11 +15,12 @@ func env(m map[string]string) func(string) (string, bool) {
 
 func TestParseDefaultsAndEnv(t *testing.T) {
 	cfg, problems := Parse([]byte(`
+sessions:
+  max: ${SESSIONS:-50}
 upstreams:
   - name: docs
     url: ${DOCS_URL}
     headers: {Authorization: "Bearer ${TOKEN}"}
-    retries: ${RETRIES:-0}
     timeout: ${TIMEOUT:-5s}
   - name: notes
     command: [files, "${DIR:-/srv/notes}"]
@@ -31,10 +32,10 @@ upstreams:
 	if u.URL != "http://127.0.0.1:9001/mcp" || u.Headers["Authorization"] != "Bearer a: b # not yaml" {
 		t.Errorf("expansion: %+v", u)
 	}
-	if *u.Retries != 0 || u.Timeout != 5*time.Second {
-		t.Errorf("typed defaults from ${VAR:-x}: retries %d timeout %v", *u.Retries, u.Timeout)
+	if cfg.Sessions.Max != 50 || u.Timeout != 5*time.Second {
+		t.Errorf("typed defaults from ${VAR:-x}: sessions.max %d timeout %v", cfg.Sessions.Max, u.Timeout)
 	}
-	if cfg.Upstreams[1].Command[1] != "/srv/notes" || *cfg.Upstreams[1].Retries != DefaultRetries {
+	if cfg.Upstreams[1].Command[1] != "/srv/notes" || cfg.Upstreams[1].Timeout != DefaultTimeout {
 		t.Errorf("second upstream: %+v", cfg.Upstreams[1])
 	}
 	if cfg.Listen != DefaultListen || cfg.Namespace != NamespacePrefix || cfg.MaxRequestBytes != DefaultMaxRequestBytes || u.Protocol != ProtocolAuto {
@@ -89,11 +90,7 @@ func TestParseProblemsNamePaths(t *testing.T) {
 		{"", "the file is empty"},
 		{"listen: [", "not valid YAML"},
 	} {
-		_, problems := Parse([]byte(c.yaml), env(nil))
-		var all []string
-		for _, p := range problems {
-			all = append(all, p.String())
-		}
+		all := problemsOf(c.yaml)
 		if !strings.Contains(strings.Join(all, "\n"), c.want) {
 			t.Errorf("%q: problems %q lack %q", c.yaml, all, c.want)
 		}
@@ -167,7 +164,7 @@ func TestProblemsInWordsAndFileOrder(t *testing.T) {
 cache:
   max_ttl: forever
 subscriptions:
-  max_streams: many
+  max_uris_per_stream: many
   keepalive: 5
 upstreams:
   - name: a
@@ -182,7 +179,7 @@ limits: {per_principal: {rate: fast}}
 	want := []string{
 		`max_request_bytes: "lots" is not a size`,
 		`cache.max_ttl: "forever" is not a duration`,
-		`subscriptions.max_streams: "many" is not a whole number`,
+		`subscriptions.max_uris_per_stream: "many" is not a whole number`,
 		`subscriptions.keepalive: 5 is not a duration`,
 		`upstreams[0].required: "maybe" is not true or false`,
 		`upstreams[0].timeout: 1.5 is not a duration`,
@@ -228,4 +225,35 @@ func TestOAuthUserOnLoopback(t *testing.T) {
 			t.Errorf("listen %q: callback %q, want %q", listen, got, want)
 		}
 	}
+}
+
+// A key that was removed is refused by name, with what took its place, not
+// as an unknown key or, worse, silently.
+func TestRemovedKeysNameTheirReplacement(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"upstreams: [{name: a, url: http://x/mcp, retries: 0}]", "upstreams[0].retries: removed; an idempotent call"},
+		{"upstreams: [{name: a, url: http://x/mcp, max_idle_conns: 2}]", "upstreams[0].max_idle_conns: removed; Manifold keeps"},
+		{"upstreams: [{name: a, command: [x], inherit_env: true}]", "upstreams[0].inherit_env: removed; a child gets PATH, HOME, LANG and TMPDIR"},
+		{"subscriptions: {max_streams: 5}\nupstreams: [{name: a, url: http://x/mcp}]", "subscriptions.max_streams: removed; subscriptions.max_bytes bounds the open streams"},
+		{"subscriptions: {queue: 5}\nupstreams: [{name: a, url: http://x/mcp}]", "subscriptions.queue: removed; a subscriber's queue holds 64 notifications"},
+		{"subscriptions: {max_uris_per_upstream: 5}\nupstreams: [{name: a, url: http://x/mcp}]", "subscriptions.max_uris_per_upstream: removed; an upstream is asked to watch at most ten times subscriptions.max_uris_per_stream"},
+		{"audit: {format: json}\nupstreams: [{name: a, url: http://x/mcp}]", "audit.format: removed; the audit log is JSON lines"},
+		{"cache: {secret: s-0123456789abcdef, redis: {url: redis://r, encrypt_private: false}}\nupstreams: [{name: a, url: http://x/mcp}]", "cache.redis.encrypt_private: removed; private entries in Redis are always sealed"},
+		{"cache: {secret: s-0123456789abcdef, redis: {url: redis://r, breaker_failures: 1}}\nupstreams: [{name: a, url: http://x/mcp}]", "cache.redis.breaker_failures: removed; Redis is skipped for 5s after 5 consecutive failures"},
+		{"cache: {secret: s-0123456789abcdef, redis: {url: redis://r, breaker_cooldown: 1s}}\nupstreams: [{name: a, url: http://x/mcp}]", "cache.redis.breaker_cooldown: removed; Redis is skipped"},
+	} {
+		if all := problemsOf(c.yaml); len(all) != 1 || !strings.HasPrefix(all[0], c.want) {
+			t.Errorf("%q: problems %q, want one starting %q", c.yaml, all, c.want)
+		}
+	}
+}
+
+// problemsOf is what Parse says of yaml, each problem as printed.
+func problemsOf(yaml string) []string {
+	_, problems := Parse([]byte(yaml), env(nil))
+	var all []string
+	for _, p := range problems {
+		all = append(all, p.String())
+	}
+	return all
 }

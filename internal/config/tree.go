@@ -47,7 +47,7 @@ func expand(n *yaml.Node, path string, lookup func(string) (string, bool), probl
 			return ""
 		})
 		// The parser typed the value from its unexpanded text (a string);
-		// type it again from what it became, so `retries: ${RETRIES}` is an
+		// type it again from what it became, so `max: ${MAX}` is an
 		// int. A quoted or explicitly tagged value keeps its type.
 		if n.Style&(yaml.TaggedStyle|yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 {
 			n.Tag = ""
@@ -115,6 +115,11 @@ func checkStruct(n *yaml.Node, t reflect.Type, path string, problems *[]Problem)
 		key := n.Content[i].Value
 		p := join(path, key)
 		ft, ok := fields[key]
+		if why, gone := removedKey(t, key); !ok && gone {
+			*problems = append(*problems, Problem{Path: p, Message: "removed; " + why})
+			drop(n.Content[i+1])
+			continue
+		}
 		if !ok {
 			*problems = append(*problems, Problem{Path: p, Message: "unknown key" + suggest(key, fields)})
 			drop(n.Content[i+1])

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 )
 
@@ -54,7 +56,7 @@ func ParamHeaders(tool jsonrpc.Object) ([]ParamHeader, error) {
 			continue
 		}
 		var name string
-		if json.Unmarshal(rawName, &name) != nil || !isToken(name) {
+		if json.Unmarshal(rawName, &name) != nil || !httpguts.ValidHeaderFieldName(name) {
 			return nil, fmt.Errorf("parameter %q: x-mcp-header %s is not a header name", param, rawName)
 		}
 		typ := prop.String("type")
@@ -69,20 +71,6 @@ func ParamHeaders(tool jsonrpc.Object) ([]ParamHeader, error) {
 		out = append(out, ParamHeader{Param: param, Header: HeaderParamPrefix + name, Type: typ})
 	}
 	return out, nil
-}
-
-// isToken reports whether s is an HTTP header field name (RFC 9110 token).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // ErrBadArgument reports an argument whose value its annotation cannot

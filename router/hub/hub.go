@@ -446,7 +446,7 @@ func (h *Hub) checkWatched(s *Subscription) error {
 			}
 		}
 		if len(h.byURI[name])+added > h.o.MaxWatched {
-			return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "upstream %s would watch more than %d resources (subscriptions.max_uris_per_upstream)", name, h.o.MaxWatched)
+			return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "upstream %s would watch more than %d resources (ten times subscriptions.max_uris_per_stream)", name, h.o.MaxWatched)
 		}
 	}
 	return nil

@@ -421,7 +421,7 @@ func TestPrincipalShare(t *testing.T) {
 	if _, err := subscribe("alice", uris("a", 0, 2)); err != nil {
 		t.Fatalf("alice naming the same 2 in another stream: %v", err)
 	}
-	if _, err := subscribe("alice", uris("a", 2, 3)); err == nil || !strings.Contains(err.Error(), "subscriptions.max_uris_per_upstream") {
+	if _, err := subscribe("alice", uris("a", 2, 3)); err == nil || !strings.Contains(err.Error(), "a quarter of what one upstream watches") {
 		t.Fatalf("alice naming a third of up's 8 watched resources: %v; want refused, a quarter is 2", err)
 	}
 	if _, err := subscribe("bob", uris("b", 0, 2)); err != nil {

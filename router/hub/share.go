@@ -65,8 +65,8 @@ func (h *Hub) checkShare(s *Subscription) error {
 				}
 			}
 			if len(named)+added > limit {
-				return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "one caller's subscriptions may name at most %d resources of upstream %s, a quarter of subscriptions.max_uris_per_upstream", limit, name).
-					WithData(map[string]any{"bound": "subscriptions.max_uris_per_upstream", "limit": limit})
+				return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "one caller's subscriptions may name at most %d resources of upstream %s, a quarter of what one upstream watches (ten times subscriptions.max_uris_per_stream)", limit, name).
+					WithData(map[string]any{"bound": "subscriptions.max_uris_per_stream", "limit": limit})
 			}
 		}
 	}

@@ -78,9 +78,8 @@ func upstreamOptions(uc config.Upstream, credentials []string) (upstream.Options
 		KeyByPrincipal: uc.CacheKey == config.CacheKeyPrincipal || !forwardsAny(uc.ForwardHeaders, credentials),
 		PerPrincipal:   uc.PerPrincipal,
 		Description:    uc.Description,
-		Retries:        *uc.Retries,
+		Retries:        config.UpstreamRetries,
 		Command:        uc.Command,
-		InheritEnv:     uc.InheritEnv,
 		Dir:            uc.Dir,
 		Protocol:       uc.Protocol,
 		Timeout:        uc.Timeout,
@@ -90,7 +89,7 @@ func upstreamOptions(uc config.Upstream, credentials []string) (upstream.Options
 			mcp.MethodPromptsList: {Allow: uc.Prompts.Allow, Deny: uc.Prompts.Deny},
 		},
 		MaxResponseBytes: int64(uc.MaxResponseBytes),
-		MaxIdleConns:     uc.MaxIdleConns,
+		MaxIdleConns:     config.UpstreamIdleConns,
 		DefaultTTL:       uc.DefaultTTL,
 		DefaultScope:     uc.DefaultScope,
 		ToolCache: upstream.ToolCache{TTL: uc.ToolCache.TTL, Scope: uc.ToolCache.Scope,
@@ -171,8 +170,8 @@ func cacheOptions(cfg *config.Config, log *slog.Logger) (cache.Options, error) {
 		Client: redis.UniversalOptions{
 			Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: r.Password, DB: r.DB,
 		},
-		Prefix: r.Prefix, Timeout: r.Timeout, BreakerFailures: r.BreakerFailures, BreakerCooldown: r.BreakerCooldown,
-		EncryptPrivate: r.EncryptPrivate,
+		Prefix: r.Prefix, Timeout: r.Timeout, BreakerFailures: config.RedisBreakerFailures, BreakerCooldown: config.RedisBreakerCooldown,
+		EncryptPrivate: true,
 	}
 	if r.URL != "" {
 		u, err := redis.ParseURL(r.URL)

@@ -127,10 +127,9 @@ func (p *Process) newDispatcher(ns namespace.Namespace) *frontend.Dispatcher {
 		Namespace:   ns,
 		Invalidator: p.cache,
 		Logger:      log,
-		MaxStreams:  cfg.Subscriptions.MaxStreams,
-		Queue:       cfg.Subscriptions.Queue,
+		Queue:       config.SubscriberQueue,
 		MaxURIs:     cfg.Subscriptions.MaxURIsPerStream,
-		MaxWatched:  cfg.Subscriptions.MaxURIsPerUpstream,
+		MaxWatched:  cfg.Subscriptions.MaxWatched(),
 		MaxBytes:    int64(cfg.Subscriptions.MaxBytes),
 	})
 	p.hubReady.Store(p.hub)
