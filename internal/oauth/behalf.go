@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -75,8 +74,9 @@ func (e *ServiceDownError) Error() string {
 }
 func (e *ServiceDownError) Unwrap() error { return e.Err }
 
-// perPrincipal reports whether each caller has its own grant.
-func (c *Client) perPrincipal() bool {
+// PerPrincipal reports whether each caller has its own grant (modes user,
+// exchange and enterprise), so that the upstream is called per principal.
+func (c *Client) PerPrincipal() bool {
 	return c.o.Mode == ModeUser || c.o.Mode == ModeExchange || c.o.Mode == ModeEnterprise
 }
 
@@ -216,22 +216,11 @@ func (c *Client) withScopes(form url.Values) {
 // exchanged posts a token exchange whose result is no access token (an
 // ID-JAG): it must be of type want, and is returned, not kept.
 func (c *Client) exchanged(ctx context.Context, reg registration, form url.Values, want string) (string, error) {
-	req, err := c.tokenRequest(ctx, reg.Issuer, reg, form)
+	status, body, _, err := c.postToken(ctx, reg.Issuer, reg, form, nil)
 	if err != nil {
 		return "", err
 	}
-	resp, err := c.o.HTTP.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("token exchange: %w", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxMetadataBytes))
-	if resp.StatusCode != http.StatusOK {
-		e, ok := tokenError(body)
-		err := fmt.Errorf("token exchange: HTTP %d: %s", resp.StatusCode, e)
-		if ok && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized) {
-			return "", &refusedError{refusal: e, err: err}
-		}
+	if err := notGranted(status, body); err != nil {
 		return "", err
 	}
 	var t struct {

@@ -126,7 +126,7 @@ func portless(redirect string) string {
 // principal (as a digest) in mode user, Manifold itself with client
 // credentials.
 func (c *Client) principalOf(ctx context.Context) (string, error) {
-	if !c.perPrincipal() {
+	if !c.PerPrincipal() {
 		return "manifold", nil
 	}
 	p := Principal(ctx)

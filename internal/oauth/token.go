@@ -255,12 +255,10 @@ func (c *Client) requestBoundToken(ctx context.Context, endpoint string, reg reg
 	if err != nil {
 		return nil, err
 	}
-	if status != http.StatusOK {
-		e, ok := tokenError(body)
-		err := fmt.Errorf("token request: HTTP %d: %s", status, e)
-		if ok && (status == http.StatusBadRequest || status == http.StatusUnauthorized) {
-			c.forgetDeadClient(ctx, reg, e.Error)
-			return nil, &refusedError{refusal: e, err: err}
+	if err := notGranted(status, body); err != nil {
+		var refused *refusedError
+		if errors.As(err, &refused) {
+			c.forgetDeadClient(ctx, reg, refused.refusal.Error)
 		}
 		return nil, err
 	}
@@ -313,6 +311,21 @@ func (c *Client) postToken(ctx context.Context, endpoint string, reg registratio
 	defer resp.Body.Close()
 	body, _ = io.ReadAll(io.LimitReader(resp.Body, maxMetadataBytes))
 	return resp.StatusCode, body, key != nil && c.nonces.learn(req.URL, resp.Header), nil
+}
+
+// notGranted is the failure a token endpoint's answer of status with body
+// says, nil for 200: a refusal (a 400 or 401 whose body is an OAuth error)
+// apart from any other failure, which says nothing of the grant.
+func notGranted(status int, body []byte) error {
+	if status == http.StatusOK {
+		return nil
+	}
+	e, ok := tokenError(body)
+	err := fmt.Errorf("token request: HTTP %d: %s", status, e)
+	if ok && (status == http.StatusBadRequest || status == http.StatusUnauthorized) {
+		return &refusedError{refusal: e, err: err}
+	}
+	return err
 }
 
 // refusedError is a token endpoint's refusal (RFC 6749 §5.2), as opposed
@@ -451,10 +464,7 @@ func (c *Client) clientCredentials(ctx context.Context) (*grant, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg := registration{Issuer: d.server.Issuer, ClientID: c.o.ClientID, ClientSecret: c.o.ClientSecret, AuthMethod: "client_secret_basic"}
-	if c.o.PrivateKey != nil {
-		reg.AuthMethod = "private_key_jwt"
-	}
+	reg := c.ownRegistration(d.server.Issuer, "client_secret_basic")
 	form := url.Values{"grant_type": {"client_credentials"}, "resource": {d.resource}}
 	scopes := d.scopes
 	if len(scopes) == 0 {

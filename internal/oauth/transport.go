@@ -64,7 +64,7 @@ func (e *sendError) Error() string { return e.err.Error() }
 func (t roundTripper) authorized(req *http.Request) (*http.Response, error) {
 	c := t.c
 	ctx := req.Context()
-	if c.perPrincipal() && probing(ctx) {
+	if c.PerPrincipal() && probing(ctx) {
 		return t.send(req, nil) // no principal's: its challenge says the server is up
 	}
 	principal, err := c.principalOf(ctx)

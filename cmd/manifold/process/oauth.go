@@ -199,7 +199,7 @@ func (c *oauthClients) wire(uc config.Upstream, o *upstream.Options) error {
 		TokenEndpoint: uc.OAuth.TokenEndpoint, Audience: uc.OAuth.Audience, IdP: idpOf(uc.OAuth), AssertionFile: uc.OAuth.AssertionFile,
 	}, c.secret)
 	o.Authorize = client.Transport
-	if m := uc.OAuth.Mode; m == config.OAuthUser || m == config.OAuthExchange || m == config.OAuthEnterprise {
+	if client.PerPrincipal() {
 		o.PerPrincipal, o.KeyByPrincipal = true, true
 	}
 	c.mu.Lock()
