@@ -2,7 +2,6 @@ package router
 
 import (
 	"time"
-	"unicode/utf8"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
@@ -86,14 +85,3 @@ const (
 	maxLoggedMessage  = 256
 	invalidErrorEvery = 10 * time.Second
 )
-
-// clip is s, at most n bytes of it, ending on a whole character.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}

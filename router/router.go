@@ -24,6 +24,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/cache"
 	"github.com/manifold-mcp/manifold/internal/auth"
+	"github.com/manifold-mcp/manifold/internal/clip"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/namespace"
@@ -342,7 +343,7 @@ func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Reques
 	if resp.Error != nil {
 		if !validCode(resp.Error.Code) && r.warned.allow("invalid error:"+u.Name(), invalidErrorEvery) {
 			r.log.Warn("upstream answered an invalid error", "upstream", u.Name(), "method", req.Method,
-				"code", resp.Error.Code, "message", clip(resp.Error.Message, maxLoggedMessage))
+				"code", resp.Error.Code, "message", clip.Text(resp.Error.Message, maxLoggedMessage))
 		}
 		return nil, legalize(u.Name(), req.Method, uri, resp.Error)
 	}

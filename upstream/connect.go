@@ -1,6 +1,10 @@
 package upstream
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/manifold-mcp/manifold/internal/clip"
+)
 
 // AsksConsent reports whether the server is reached with each caller's
 // own OAuth grant, which its user must give first (OAuth mode user).
@@ -23,7 +27,7 @@ func (u *Upstream) ConnectDescription() string {
 	u.mu.Lock()
 	info := u.knocked
 	u.mu.Unlock()
-	name, instructions := clipText(info.ServerInfo.Name, 100), clipText(info.Instructions, maxLearnt)
+	name, instructions := clip.Text(info.ServerInfo.Name, 100), clip.Text(info.Instructions, maxLearnt)
 	what := name
 	switch {
 	case name != "" && instructions != "":
@@ -35,15 +39,4 @@ func (u *Upstream) ConnectDescription() string {
 		return fmt.Sprintf("Connect your %s account to Manifold. Call this tool to authorize it; its own tools are listed once you have.", u.o.Name)
 	}
 	return fmt.Sprintf("Connect your %s account (%s). Call this tool to authorize it; its own tools are listed once you have.", u.o.Name, what)
-}
-
-// clipText is s cut to at most n bytes, on a rune boundary.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/manifold-mcp/manifold/internal/auth"
+	"github.com/manifold-mcp/manifold/internal/clip"
 )
 
 // pending is an authorization waiting for its callback: everything the
@@ -141,8 +142,8 @@ func nameOf(p *auth.Principal) string {
 			return r
 		}
 		return -1
-	}, cut(name, 4*maxNameBytes))
-	return cut(name, maxNameBytes)
+	}, clip.Text(name, 4*maxNameBytes))
+	return clip.Text(name, maxNameBytes)
 }
 
 // shown returns the consent principal was last shown for asks, while its
@@ -230,7 +231,7 @@ func (c *Client) Callback(ctx context.Context, q url.Values) error {
 		return err
 	}
 	if e := q.Get("error"); e != "" {
-		return fmt.Errorf("%w: %s", ErrDenied, cut(e, 64)) // as the browser brought it: bounded for the log
+		return fmt.Errorf("%w: %s", ErrDenied, clip.Text(e, 64)) // as the browser brought it: bounded for the log
 	}
 	code := q.Get("code")
 	if code == "" {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/auth"
+	"github.com/manifold-mcp/manifold/internal/clip"
 )
 
 // Modes in which Manifold gets the upstream's token itself, without a
@@ -231,8 +232,8 @@ func (c *Client) exchanged(ctx context.Context, reg registration, form url.Value
 		return "", errors.New("token exchange: no access_token in the answer")
 	}
 	if t.IssuedTokenType != want {
-		return "", &refusedError{refusal: refusal{Error: "unexpected issued_token_type", Description: cut(scrub(t.IssuedTokenType), 100)},
-			err: fmt.Errorf("token exchange: issued %q, not %q", cut(scrub(t.IssuedTokenType), 100), want)}
+		return "", &refusedError{refusal: refusal{Error: "unexpected issued_token_type", Description: clip.Text(scrub(t.IssuedTokenType), 100)},
+			err: fmt.Errorf("token exchange: issued %q, not %q", clip.Text(scrub(t.IssuedTokenType), 100), want)}
 	}
 	return t.AccessToken, nil
 }

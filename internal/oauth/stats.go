@@ -1,6 +1,10 @@
 package oauth
 
-import "time"
+import (
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/clip"
+)
 
 // Stats are what an operator is shown of a client: counts and the last
 // refresh failure, never a token, a state or a link. They are this
@@ -37,5 +41,5 @@ func (c *Client) Stats() Stats {
 func (c *Client) refreshFailed(what string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.refreshFailure, c.refreshFailedAt = cut(what, 200), time.Now()
+	c.refreshFailure, c.refreshFailedAt = clip.Text(what, 200), time.Now()
 }

@@ -13,10 +13,11 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwt"
+
+	"github.com/manifold-mcp/manifold/internal/clip"
 )
 
 // grant is what a principal was given: its tokens, and what a refresh
@@ -364,7 +365,7 @@ func tokenError(body []byte) (e refusal, ok bool) {
 	if json.Unmarshal(body, &e) != nil || e.Error == "" {
 		return refusal{Error: fmt.Sprintf("(an answer of %d bytes, not an OAuth error)", len(body))}, false
 	}
-	e.Error, e.Description = cut(scrub(e.Error), 64), cut(scrub(e.Description), 200)
+	e.Error, e.Description = clip.Text(scrub(e.Error), 64), clip.Text(scrub(e.Description), 200)
 	return e, true
 }
 
@@ -404,17 +405,6 @@ func tokenChar(c byte) bool {
 
 func wordish(s string) bool {
 	return strings.Trim(s, "abcdefghijklmnopqrstuvwxyz_") == ""
-}
-
-// cut is s, at most n bytes of it, ending on a whole character.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 func (e refusal) String() string {
