@@ -24,6 +24,7 @@ import (
 	"github.com/manifold-mcp/manifold/cmd/manifold/process"
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/redistest"
+	"github.com/manifold-mcp/manifold/internal/testwait"
 )
 
 // manifoldBin is the manifold binary built once for the tests that need a
@@ -325,21 +326,8 @@ func uris(pages []listResult) []string {
 	return out
 }
 
-// eventually retries f until it returns nil or the deadline passes.
-func eventually(t testing.TB, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %v", d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// eventually waits for a condition (testwait.Eventually).
+var eventually = testwait.Eventually
 
 // redisEntries waits until Redis holds n cache entries of scope (public or
 // private): the proxy writes to Redis asynchronously, after answering. It

@@ -16,6 +16,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/breaker"
 	"github.com/manifold-mcp/manifold/internal/redistest"
+	"github.com/manifold-mcp/manifold/internal/testwait"
 )
 
 // stores are the two Stores, the Redis one on a real redis-server.
@@ -130,21 +131,8 @@ func TestGuardedStoreSkipsAHungRedis(t *testing.T) {
 	})
 }
 
-// eventually retries f until it returns nil or the deadline passes.
-func eventually(t testing.TB, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %v", d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// eventually waits for a condition (testwait.Eventually).
+var eventually = testwait.Eventually
 
 // A grant refreshed while the store is down is held in memory, serves the
 // principal, and is stored once the store is back; the refresh token it

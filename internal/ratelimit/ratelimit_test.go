@@ -13,6 +13,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/redistest"
+	"github.com/manifold-mcp/manifold/internal/testwait"
 )
 
 // take calls Allow n times and returns how many were allowed and the last
@@ -147,21 +148,8 @@ func TestRedisDownFallsBackToALocalBucket(t *testing.T) {
 	})
 }
 
-// eventually retries f until it returns nil or the deadline passes.
-func eventually(t testing.TB, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %v", d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// eventually waits for a condition (testwait.Eventually).
+var eventually = testwait.Eventually
 
 func TestErrorTellsTheWaitInDataAndRetryAfterInWholeSeconds(t *testing.T) {
 	e := Error("per principal", 1234*time.Millisecond)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/cmd/manifold/process"
 	"github.com/manifold-mcp/manifold/internal/config"
+	"github.com/manifold-mcp/manifold/internal/testwait"
 )
 
 // Unscored scenarios that a proxy must pass all the same, beside the
@@ -199,18 +200,5 @@ func waitListening(t *testing.T, addr string) {
 	})
 }
 
-// eventually retries f until it returns nil or the deadline passes.
-func eventually(t testing.TB, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %v", d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// eventually waits for a condition (testwait.Eventually).
+var eventually = testwait.Eventually

@@ -22,6 +22,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/redistest"
+	"github.com/manifold-mcp/manifold/internal/testwait"
 )
 
 // childEnv makes the test binary a stdio MCP server (runChild): a real
@@ -228,21 +229,8 @@ func TestReloadKeepsTheCacheOfUnchangedUpstreams(t *testing.T) {
 	})
 }
 
-// eventually retries f until it returns nil or the deadline passes.
-func eventually(t testing.TB, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %v", d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// eventually waits for a condition (testwait.Eventually).
+var eventually = testwait.Eventually
 
 // A reload of a file that does not validate is refused, with every
 // problem named, and the upstreams served go on as they were.
