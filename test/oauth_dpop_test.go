@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 
@@ -22,16 +21,7 @@ func TestOAuthDPoPAcrossReplicas(t *testing.T) {
 	as.dpop = newDPoPServer("server-nonce-1")
 	rs := redistest.Start(t)
 	extra := fmt.Sprintf("cache: {secret: s3cret-0123456789, redis: {url: %s}}\n", rs.URL())
-	lb, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := oauthProxyOn(t, lb, "http://"+lb.Addr().String(), is, as, extra)
-	la, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := oauthProxyOn(t, la, "http://"+lb.Addr().String(), is, as, extra) // its users come back to b
+	a, b := twoReplicas(t, is, as, extra)
 	alice := is.mint("rsa-1", claims{"sub": "alice"})
 	if got := authorize(t, a.URL, alice, "alice-at-crm"); got != "you are alice-at-crm" {
 		t.Fatalf("on a, after a consent completed on b: %q", got)

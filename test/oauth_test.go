@@ -251,6 +251,22 @@ func expireAll(t *testing.T, rs *redistest.Server, prefix string) {
 	}
 }
 
+// twoReplicas starts two Manifolds of one configuration (extra names
+// the Redis they share), whose public_url is b's: a consent asked on a
+// completes on b's callback, as behind one load balancer.
+func twoReplicas(t *testing.T, is *issuer, as *authServer, extra string) (a, b *proxy) {
+	lb, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = oauthProxyOn(t, lb, "http://"+lb.Addr().String(), is, as, extra)
+	la, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return oauthProxyOn(t, la, "http://"+lb.Addr().String(), is, as, extra), b
+}
+
 // Two replicas share the tokens through Redis, sealed there: a consent
 // completed on one replica's callback (the authorization server sends the
 // user to public_url, the other replica) serves the caller on both, and a
@@ -259,16 +275,7 @@ func TestOAuthTokensSharedAndSealed(t *testing.T) {
 	is, as := newIssuer(t), newAuthServer(t)
 	rs := redistest.Start(t)
 	extra := fmt.Sprintf("cache: {secret: s3cret-0123456789, redis: {url: %s}}\n", rs.URL())
-	lb, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := oauthProxyOn(t, lb, "http://"+lb.Addr().String(), is, as, extra)
-	la, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := oauthProxyOn(t, la, "http://"+lb.Addr().String(), is, as, extra) // its users come back to b
+	a, b := twoReplicas(t, is, as, extra)
 	alice := is.mint("rsa-1", claims{"sub": "alice"})
 	if got := authorize(t, a.URL, alice, "alice-at-crm"); got != "you are alice-at-crm" {
 		t.Fatalf("on a, after a consent completed on b: %q", got)
