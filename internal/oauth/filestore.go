@@ -123,6 +123,11 @@ func (f *FileStore) read() (map[string]fileEntry, error) {
 		return nil, fmt.Errorf("oauth state file: %w", err)
 	}
 	defer file.Close()
+	// The size is looked at first so that an oversized file is refused
+	// unread; the limited read still bounds a file that grows meanwhile.
+	if info, err := file.Stat(); err == nil && info.Size() > maxStateBytes {
+		return nil, fmt.Errorf("oauth state file %s is over %d bytes", f.path, maxStateBytes)
+	}
 	b, err := io.ReadAll(io.LimitReader(file, maxStateBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("oauth state file: %w", err)

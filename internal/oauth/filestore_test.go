@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,13 +13,19 @@ import (
 )
 
 // allocated is how many bytes f allocates on the heap.
+// allocated reports the bytes f allocates, the least of three runs: the
+// counter is the process's, and goroutines of other tests allocate too.
 func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
+	least := uint64(math.MaxUint64)
+	for range 3 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
+	}
+	return least
 }
 
 // Grants and registrations outlive the store (a restart reads them back),
@@ -87,8 +94,8 @@ func TestFileStoreBounded(t *testing.T) {
 		t.Fatalf("a 64 MiB state file: want it refused as over the bound, got %v", err)
 	}
 	t.Logf("refusing a 64 MiB state file allocated %.1f MiB", float64(read)/(1<<20))
-	if read > 16<<20 {
-		t.Errorf("refusing a 64 MiB state file allocated %.1f MiB: it was read past its 4 MiB bound", float64(read)/(1<<20))
+	if read > 1<<20 {
+		t.Errorf("refusing a 64 MiB state file allocated %.1f MiB: it was read, not refused by its size", float64(read)/(1<<20))
 	}
 }
 
