@@ -19,7 +19,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/manifold-mcp/manifold/internal/h1"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/sse"
@@ -37,11 +36,10 @@ type httpConn struct {
 	onMsg   onMessage
 }
 
-// httpClient is the client of an HTTP upstream: o.Transport, or a pooled
-// transport keeping MaxIdleConns for reuse, with the upstream's TLS. A
-// plain http:// upstream reached without a proxy is spoken to by h1, which
-// does each exchange on the caller's goroutine (measured in BENCHMARKS.md,
-// issue #20); net/http's transport carries the rest.
+// httpClient is the client of an HTTP upstream: o.Transport, or net/http's
+// pooled transport with the upstream's TLS, keeping MaxIdleConns (64 unless
+// configured) idle connections per host: a gateway's callers share one
+// upstream, and concurrent calls must not each dial and close.
 func httpClient(o Options) *http.Client {
 	rt := o.Transport
 	if rt == nil {
@@ -51,25 +49,11 @@ func httpClient(o Options) *http.Client {
 		tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
 		tr.TLSClientConfig = o.TLS
 		rt = tr
-		if direct(o.URL) {
-			rt = &h1.Transport{Fallback: tr, MaxIdle: tr.MaxIdleConnsPerHost}
-		}
 	}
 	if o.Authorize != nil {
 		rt = o.Authorize(rt)
 	}
 	return &http.Client{Transport: rt, CheckRedirect: redirectSameOrigin}
-}
-
-// direct says whether raw is a plain http:// URL that no proxy of the
-// environment applies to.
-func direct(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "http" {
-		return false
-	}
-	proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u})
-	return err == nil && proxy == nil
 }
 
 // redirectSameOrigin follows a redirect only within the origin it started
