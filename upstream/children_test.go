@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -256,19 +257,10 @@ func TestChildrenAreBounded(t *testing.T) {
 		})
 	}
 	eventually(t, 20*time.Second, "every process working", func() bool {
-		k := u.conn.(*stdioConn).kids
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		busy := 0
-		for _, ch := range k.live {
-			if ch.calls > 0 && !ch.fresh {
-				busy++
-			}
-		}
-		return busy == bound
+		return u.conn.(interface{ Busy() int }).Busy() == bound
 	})
 	_, err := readPID(asPrincipal("latecomer"), u)
-	if !errors.Is(err, errChildrenBusy) || !strings.Contains(err.Error(), fmt.Sprint(bound)) {
+	if !errors.Is(err, transport.ErrChildrenBusy) || !strings.Contains(err.Error(), fmt.Sprint(bound)) {
 		t.Errorf("a principal past the bound, every process working: %v", err)
 	}
 	working.Wait()

@@ -34,10 +34,7 @@ func (u *Upstream) callerSession(ctx context.Context, s *session, req *mcp.Reque
 		return s
 	}
 	v := req.CallerVersion
-	u.mu.Lock()
-	ls := u.eras[v]
-	u.mu.Unlock()
-	if ls != nil {
+	if ls := u.pool.get(ofRevision(v)); ls != nil {
 		return ls
 	}
 	ch := u.probe.DoChan("era:"+v, func() (any, error) {
@@ -48,12 +45,7 @@ func (u *Upstream) callerSession(ctx context.Context, s *session, req *mcp.Reque
 			u.log.Debug("upstream refused a session in the caller's revision; speaking 2026-07-28", "version", v, "err", err)
 			return nil, err
 		}
-		u.mu.Lock()
-		if u.eras == nil {
-			u.eras = map[string]*session{}
-		}
-		u.eras[v] = ls
-		u.mu.Unlock()
+		u.pool.put(ofRevision(v), ls)
 		return ls, nil
 	})
 	select {
@@ -69,27 +61,11 @@ func (u *Upstream) callerSession(ctx context.Context, s *session, req *mcp.Reque
 // overHTTP reports whether the server is spoken to over Streamable HTTP.
 func (u *Upstream) overHTTP() bool { return u.wire() == WireHTTP }
 
-// forgetEra drops the caller-era session s, if it is one, so that the
-// next call of its revision negotiates again; it reports whether it was.
-func (u *Upstream) forgetEra(s *session) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for v, ls := range u.eras {
-		if ls == s {
-			delete(u.eras, v)
-			return true
-		}
-	}
-	return false
-}
-
 // speaksCallersEra reports whether req would go over a legacy session of
 // its caller's revision (callerSession), on which the server may ask its
 // caller questions in the middle of the call.
 func (u *Upstream) speaksCallersEra(req *mcp.Request) bool {
-	u.mu.Lock()
-	s := u.sess
-	u.mu.Unlock()
+	s := u.pool.get(theServer)
 	return s != nil && u.speaksEra(s, req)
 }
 

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -86,7 +87,7 @@ func traceMeta(ctx context.Context, meta jsonrpc.Object) {
 // cacheable method, the cache hints the operator configured in place of the
 // ones a legacy server does not send. Error codes are left for the router,
 // which knows the request and the namespace.
-func (u *Upstream) translateResponse(s *session, req *mcp.Request, r *reply) *Response {
+func (u *Upstream) translateResponse(s *session, req *mcp.Request, r *transport.Reply) *Response {
 	method := req.Method
 	if r.Error != nil {
 		return &Response{Error: r.Error}

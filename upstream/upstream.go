@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -160,6 +161,35 @@ type Options struct {
 	ProbeInterval time.Duration
 }
 
+// transport is what of o the transport needs.
+func (o Options) transport() transport.Options {
+	return transport.Options{
+		URL: o.URL, Wire: o.Wire, Header: o.Header, Transport: o.Transport, Authorize: o.Authorize, TLS: o.TLS,
+		Retries: o.Retries, MaxIdleConns: o.MaxIdleConns,
+		Command: o.Command, Env: o.Env, InheritEnv: o.InheritEnv, Dir: o.Dir,
+		PerPrincipal: o.PerPrincipal, MaxChildren: o.MaxChildren, ChildIdle: o.ChildIdle,
+		Timeout: o.Timeout, MaxResponseBytes: o.MaxResponseBytes,
+	}
+}
+
+// The wire a URL upstream is spoken to over (Options.Wire), as the
+// transport names it.
+const (
+	WireAuto  = transport.WireAuto
+	WireHTTP  = transport.WireHTTP
+	WireSSE   = transport.WireSSE
+	WireStdio = transport.WireStdio
+)
+
+// StatusError is an HTTP answer that carried no JSON-RPC response: the
+// server does not speak the era Manifold assumed, or is failing.
+type StatusError = transport.StatusError
+
+// Unreachable reports whether err, from Call, means the server could not
+// be reached or failed on its side, as opposed to refusing the request:
+// only then may a cache stand in with a stale answer (transport.Unreachable).
+func Unreachable(err error) bool { return transport.Unreachable(err) }
+
 // Upstream is a client for one configured server. It is safe for
 // concurrent use.
 type Upstream struct {
@@ -167,18 +197,15 @@ type Upstream struct {
 	peer     []attribute.KeyValue // where the server is, for its spans
 	log      *slog.Logger
 	info     json.RawMessage // o.ClientInfo, encoded once: it goes in every modern call
-	conn     conn
+	conn     transport.Conn
 	health   *health
 	inflight atomic.Int64 // calls under way, for Retire
 
+	pool       pool // the sessions kept (pool.go)
 	mu         sync.Mutex
-	sess       *session
-	known      *mcp.Capabilities   // the latest negotiation's, kept while the session is renewed
-	eras       map[string]*session // caller-era sessions, by revision (era.go)
-	own        map[string]*owned   // sessions of their own, by principal (own.go)
-	closed     bool                // Close ran: sessions opened later are ended at once
-	last       string              // the version of the latest negotiation
-	knocked    Info                // what the latest knock (probe.go) learnt, with no caller's credential
+	known      *mcp.Capabilities // the latest negotiation's, kept while the session is renewed
+	last       string            // the version of the latest negotiation
+	knocked    Info              // what the latest knock (probe.go) learnt, with no caller's credential
 	probe      singleflight.Group
 	ids        atomic.Int64
 	eraChanges atomic.Uint64
@@ -224,20 +251,12 @@ func New(o Options) (*Upstream, error) {
 			o.OnState(o.Name, st)
 		}
 	})
+	u.pool = pool{alive: func(gen uint64) bool { return u.conn.Alive(gen) }, end: u.endSession, maxOwn: maxOwnSessions}
 	u.w.changed = make(chan struct{}, 1)
 	u.w.wake = make(chan struct{}, 1)
 	u.w.up = make(chan struct{})
 	u.w.settled, u.w.gaveUp = newLatch(), newLatch()
-	switch {
-	case len(o.Command) > 0:
-		u.conn, err = newStdioConn(o, u.log, u.onServerMessage, u.health)
-	case o.Wire == WireHTTP:
-		u.conn = newHTTPConn(o, u.onServerMessage)
-	case o.Wire == WireSSE:
-		u.conn, err = newSSEConn(o, u.log, u.onServerMessage, u.health)
-	default:
-		u.conn = newAutoConn(o, u.log, u.onServerMessage, u.health)
-	}
+	u.conn, err = transport.New(o.transport(), u.log, u.onServerMessage, u.health)
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", o.Name, err)
 	}
@@ -321,12 +340,7 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 	defer cancel()
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
-		s, err := u.session(ctx)
-		if err != nil {
-			return nil, err
-		}
-		s = u.callerSession(ctx, s, req)
-		s, release, err := u.ownSession(ctx, s)
+		s, release, err := u.acquire(ctx, req)
 		if err != nil {
 			return nil, err
 		}
@@ -341,13 +355,10 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 		if err == nil && msg.Error != nil && msg.Error.Code == jsonrpc.CodeUnsupportedVersion && supports(msg.Error.Data, mcp.Version) != s.Modern {
 			err = errEraChanged
 		}
-		if errors.Is(err, errSessionGone) || errors.Is(err, errEraChanged) || s.Modern && eraSuspect(err) && ctx.Err() == nil {
+		if errors.Is(err, transport.ErrSessionGone) || errors.Is(err, errEraChanged) || s.Modern && eraSuspect(err) && ctx.Err() == nil {
 			u.log.Info("upstream session no longer valid; negotiating again", "reason", err)
-			if !u.forgetEra(s) {
-				u.forgetOwn(s)
-				u.forget(s)
-			}
-			if !errors.Is(err, errSessionGone) {
+			u.pool.drop(s)
+			if !errors.Is(err, transport.ErrSessionGone) {
 				u.endSession(s)
 			}
 			lastErr = err
@@ -361,28 +372,47 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 	return nil, fmt.Errorf("upstream %s: %s: %w", u.o.Name, req.Method, lastErr)
 }
 
+// acquire returns the session req goes over, from the pool, and what to
+// call once the call is over: the negotiated session, or the one of the
+// caller's revision (era.go), or one of the caller's own (own.go).
+func (u *Upstream) acquire(ctx context.Context, req *mcp.Request) (*session, func(), error) {
+	s, err := u.session(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return u.ownSession(ctx, u.callerSession(ctx, s, req))
+}
+
 var tracer = otel.Tracer("github.com/manifold-mcp/manifold/upstream")
 
 func clientSpan() []trace.SpanStartOption {
 	return []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 }
 
-var (
-	errSessionGone = errors.New("session gone")
-	errEraChanged  = errors.New("server changed protocol era")
-)
+var errEraChanged = errors.New("server changed protocol era")
 
-// sessionEnded is errSessionGone for a session whose channel (a stdio
-// child, an HTTP+SSE stream) ended as end says, the error its supervisor
-// reports too: a watch of the channel learns of the end at the moment the
-// supervisor does, and either may be the failing episode's one logged
-// line, which must say what happened.
-func sessionEnded(end error) error { return fmt.Errorf("%w: %w", errSessionGone, end) }
+// eraSuspect reports an HTTP answer that suggests the server no longer
+// speaks the era Manifold negotiated: a rejection without a JSON-RPC body.
+// A 5xx says nothing about the era and is not suspect.
+func eraSuspect(err error) bool {
+	if err == nil {
+		return false // before errors.As, whose target escapes: every call would allocate
+	}
+	var se *StatusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Status {
+	case 400, 404, 405, 406, 415:
+		return true
+	}
+	return false
+}
 
 // timedExchange is exchange, observed: the health record and the Observe
 // hook learn of every exchange but those the caller abandoned, which say
 // nothing of the server.
-func (u *Upstream) timedExchange(ctx context.Context, s *session, req *mcp.Request) (*reply, error) {
+func (u *Upstream) timedExchange(ctx context.Context, s *session, req *mcp.Request) (*transport.Reply, error) {
 	ctx, span := mcptrace.Start(ctx, tracer, req.Method, clientSpan)
 	defer span.End()
 	recording := span.IsRecording()
@@ -405,28 +435,28 @@ func (u *Upstream) timedExchange(ctx context.Context, s *session, req *mcp.Reque
 	return msg, err
 }
 
-func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (*reply, error) {
+func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (*transport.Reply, error) {
 	req, notify, done := u.routeProgress(s, req)
 	defer done()
-	ex := &exchange{
-		msg:        jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: req.Method, Params: u.params(ctx, s, req)},
-		version:    s.Version,
-		session:    s.id,
-		gen:        s.gen,
-		header:     u.forwarded(req.Header),
-		idempotent: idempotent(req.Method),
-		notify:     notify,
-		ask:        req.Ask,
+	ex := &transport.Exchange{
+		Msg:        jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: req.Method, Params: u.params(ctx, s, req)},
+		Version:    s.Version,
+		Session:    s.id,
+		Gen:        s.gen,
+		Header:     u.forwarded(req.Header),
+		Idempotent: idempotent(req.Method),
+		Notify:     notify,
+		Ask:        req.Ask,
 	}
 	if m, ok := mcp.Lookup(req.Method); ok && m.NameParam != "" {
-		ex.name = req.Params.String(m.NameParam)
+		ex.Name = req.Params.String(m.NameParam)
 	}
 	if s.Modern && len(req.ParamHeaders) > 0 {
-		if ex.header == nil {
-			ex.header = http.Header{}
+		if ex.Header == nil {
+			ex.Header = http.Header{}
 		}
 		for k, v := range req.ParamHeaders {
-			ex.header[k] = v
+			ex.Header[k] = v
 		}
 	}
 	return u.carry(ctx, ex)
@@ -436,9 +466,9 @@ func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (
 // as long as it takes (see calls): every request Manifold sends, its own
 // included, so that a question on a shared channel is attributed to a call
 // only when no other could have raised it.
-func (u *Upstream) carry(ctx context.Context, ex *exchange) (*reply, error) {
-	defer u.calls.add(ctx, ex.gen, ex.ask, ex.header)()
-	return u.conn.call(ctx, ex)
+func (u *Upstream) carry(ctx context.Context, ex *transport.Exchange) (*transport.Reply, error) {
+	defer u.calls.add(ctx, ex.Gen, ex.Ask, ex.Header)()
+	return u.conn.Call(ctx, ex)
 }
 
 // routeProgress prepares a call whose progress may arrive away from its own
@@ -447,7 +477,7 @@ func (u *Upstream) carry(ctx context.Context, ex *exchange) (*reply, error) {
 // forgets the token once the call is over.
 func (u *Upstream) routeProgress(s *session, req *mcp.Request) (*mcp.Request, func(*jsonrpc.Message), func()) {
 	tok, wants := req.Meta[mcp.MetaProgressToken]
-	if !wants || req.Notify == nil || u.conn.scoped(s) {
+	if !wants || req.Notify == nil || u.conn.Scoped(s.Modern) {
 		return req, req.Notify, func() {}
 	}
 	upTok, done := u.progress.register(tok, req.Notify)
@@ -471,9 +501,8 @@ func (u *Upstream) MayAsk(req *mcp.Request) bool {
 	if u.speaksCallersEra(req) {
 		return true // over a legacy session of the caller's revision (era.go)
 	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.sess == nil || !u.sess.Modern
+	s := u.pool.get(theServer)
+	return s == nil || !s.Modern
 }
 
 // PerPrincipal reports whether the server is reached with each caller's
@@ -514,10 +543,7 @@ func (u *Upstream) forwarded(h http.Header) http.Header {
 // session returns the current negotiation, establishing one if needed.
 // Concurrent callers share one probe.
 func (u *Upstream) session(ctx context.Context) (*session, error) {
-	u.mu.Lock()
-	s := u.sess
-	u.mu.Unlock()
-	if s != nil && u.conn.alive(s.gen) {
+	if s := u.pool.get(theServer); s != nil && u.conn.Alive(s.gen) {
 		return s, nil
 	}
 	if s := u.ownLive(ctx); s != nil {
@@ -540,16 +566,17 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 		if err != nil {
 			// Every process working says nothing of the server's health; a
 			// consent to ask for is the server's answer (health.outcome).
-			if !errors.Is(err, errChildrenBusy) {
-				u.health.failure(err)
+			if !errors.Is(err, transport.ErrChildrenBusy) {
+				u.health.Failure(err)
 			}
 			return nil, err
 		}
 		if u.o.PerPrincipal && u.ownedBy(pctx, s) {
-			u.keepOwn(s.owner, s) // its negotiator's own session (own.go)
+			u.pool.put(ofPrincipal(s.owner), s) // its negotiator's own session (own.go)
 		}
+		u.pool.put(theServer, s)
 		u.mu.Lock()
-		u.sess, u.known = s, &s.Capabilities
+		u.known = &s.Capabilities
 		if u.last != "" && u.last != s.Version {
 			u.eraChanges.Add(1)
 		}
@@ -580,28 +607,23 @@ func callerMustAct(err error) bool {
 	return oauth.Unsent(err)
 }
 
-// forget drops s if it is still current, so the next call negotiates again.
-func (u *Upstream) forget(s *session) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.sess == s {
-		u.sess = nil
-	}
-}
+// forget drops s if it is still the negotiated session, so the next call
+// negotiates again.
+func (u *Upstream) forget(s *session) { u.pool.dropServer(s) }
 
 // probeTimeout bounds a server/discover probe: a legacy stdio server may
 // simply never answer a method it does not know.
 const probeTimeout = 5 * time.Second
 
 func (u *Upstream) negotiate(ctx context.Context) (s *session, err error) {
-	gen, err := u.conn.ready(ctx)
+	gen, err := u.conn.Ready(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if u.processPerPrincipal() {
 		defer func() {
 			if err != nil {
-				u.conn.(*stdioConn).end(gen) // started for this negotiation alone
+				_ = u.conn.EndSession(ctx, &transport.Exchange{Gen: gen}) // started for this negotiation alone
 			}
 		}()
 	}
@@ -634,12 +656,13 @@ func (u *Upstream) negotiate(ctx context.Context) (s *session, err error) {
 // opens.
 func (u *Upstream) initializeOn(ctx context.Context, gen uint64, version string) (*session, error) {
 	s, err := u.initialize(ctx, gen, version)
-	ac, ok := u.conn.(*autoConn)
-	if !ok || !oldTransport(err) || !ac.fallBack() {
+	if err == nil {
+		return s, nil
+	}
+	sseGen, ok, rerr := u.conn.FallBack(ctx, err)
+	if !ok {
 		return s, err
 	}
-	sseGen, rerr := u.conn.ready(ctx)
-	ac.settle(ctx, rerr == nil)
 	if rerr != nil {
 		return nil, fmt.Errorf("%w (and no HTTP+SSE stream there: %w)", err, rerr)
 	}
@@ -647,25 +670,15 @@ func (u *Upstream) initializeOn(ctx context.Context, gen uint64, version string)
 }
 
 // wire names the transport the upstream is spoken to over now.
-func (u *Upstream) wire() string {
-	switch c := u.conn.(type) {
-	case *stdioConn:
-		return "stdio"
-	case *sseConn:
-		return WireSSE
-	case *autoConn:
-		return c.wire()
-	}
-	return WireHTTP
-}
+func (u *Upstream) wire() string { return u.conn.Wire() }
 
 // discover probes for a modern server.
 func (u *Upstream) discover(ctx context.Context, gen uint64) (*session, error) {
 	s := &session{Info: Info{Version: mcp.Version, Modern: true}, gen: gen}
 	params := u.params(ctx, s, &mcp.Request{Method: mcp.MethodDiscover, Meta: jsonrpc.Object{}})
-	msg, err := u.carry(ctx, &exchange{
-		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodDiscover, Params: params},
-		version: mcp.Version, gen: gen, idempotent: true,
+	msg, err := u.carry(ctx, &transport.Exchange{
+		Msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodDiscover, Params: params},
+		Version: mcp.Version, Gen: gen, Idempotent: true,
 	})
 	if err != nil {
 		return nil, err
@@ -711,10 +724,10 @@ func (u *Upstream) initializeAs(ctx context.Context, gen uint64, version string,
 	_ = params.Set("protocolVersion", version)
 	params["capabilities"] = caps
 	_ = params.Set("clientInfo", u.o.ClientInfo)
-	msg, err := u.carry(ctx, &exchange{
-		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodInitialize, Params: params.Marshal()},
-		gen:     gen,
-		initial: true,
+	msg, err := u.carry(ctx, &transport.Exchange{
+		Msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodInitialize, Params: params.Marshal()},
+		Gen:     gen,
+		Initial: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("initialize: %w", err)
@@ -735,10 +748,10 @@ func (u *Upstream) initializeAs(ctx context.Context, gen uint64, version string,
 	}
 	s := &session{
 		Info: Info{Version: r.ProtocolVersion, Capabilities: r.Capabilities, ServerInfo: r.ServerInfo},
-		id:   msg.sessionID, gen: gen,
+		id:   msg.SessionID, gen: gen,
 	}
 	init, _ := jsonrpc.Notification(mcp.NotifyInitialized, struct{}{})
-	if err := u.conn.send(ctx, s.exchangeFor(init)); err != nil {
+	if err := u.conn.Send(ctx, s.exchangeFor(init)); err != nil {
 		return nil, fmt.Errorf("notifications/initialized: %w", err)
 	}
 	if s.Capabilities.Logging != nil {
@@ -752,26 +765,31 @@ func (u *Upstream) initializeAs(ctx context.Context, gen uint64, version string,
 // those at its own level (mcp.LogAllowed).
 func (u *Upstream) logEverything(ctx context.Context, s *session) {
 	params, _ := json.Marshal(map[string]string{"level": mcp.LogLevels[0]})
-	r, err := u.carry(ctx, &exchange{
-		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSetLevel, Params: params},
-		version: s.Version, session: s.id, gen: s.gen,
+	r, err := u.carry(ctx, &transport.Exchange{
+		Msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSetLevel, Params: params},
+		Version: s.Version, Session: s.id, Gen: s.gen,
 	})
 	if err != nil || r.Error != nil {
 		u.log.Debug("upstream refused logging/setLevel", "err", err)
 	}
 }
 
-func (s *session) exchangeFor(raw []byte) *exchange {
-	var m jsonrpc.Message
-	_ = json.Unmarshal(raw, &m)
-	return &exchange{msg: m, version: s.Version, session: s.id, gen: s.gen}
+func (s *session) exchangeFor(raw []byte) *transport.Exchange {
+	ex := s.ref()
+	_ = json.Unmarshal(raw, &ex.Msg)
+	return ex
+}
+
+// ref names s to its transport: an exchange of no message in it.
+func (s *session) ref() *transport.Exchange {
+	return &transport.Exchange{Version: s.Version, Session: s.id, Gen: s.gen}
 }
 
 // onServerMessage handles what the server sends besides its answers:
 // requests it makes of us (ping, and the questions of a call, which go to
 // that call's caller) and notifications (progress for a call, changes for
 // the hub).
-func (u *Upstream) onServerMessage(ctx context.Context, gen uint64, msg *jsonrpc.Message, ask mcp.Ask, reply replier) {
+func (u *Upstream) onServerMessage(ctx context.Context, gen uint64, msg *jsonrpc.Message, ask mcp.Ask, reply transport.Replier) {
 	switch {
 	case msg.IsRequest() && msg.Method == mcp.MethodPing:
 		reply(&jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Result: json.RawMessage(`{}`)}, nil)
@@ -794,7 +812,7 @@ func (u *Upstream) onServerMessage(ctx context.Context, gen uint64, msg *jsonrpc
 // to: the call whose stream carried it (ask), or on a shared channel (of
 // generation gen) the one call it can be attributed to (see calls), whose
 // forwarded headers then go with the answer.
-func (u *Upstream) question(ctx context.Context, gen uint64, msg *jsonrpc.Message, ask mcp.Ask, reply replier) {
+func (u *Upstream) question(ctx context.Context, gen uint64, msg *jsonrpc.Message, ask mcp.Ask, reply transport.Replier) {
 	var header http.Header
 	if ask == nil {
 		c := u.calls.only(gen)
@@ -878,21 +896,10 @@ func (u *Upstream) endSession(s *session) {
 // principal that opened it toward a server reached per principal (only its
 // token may end it); a principal's own process ends with its session.
 func (u *Upstream) endSessionNow(ctx context.Context, s *session) {
-	if sc, ok := u.conn.(*stdioConn); ok {
-		sc.end(s.gen)
-		return
-	}
-	hc, ok := u.conn.(*httpConn)
-	if ac, auto := u.conn.(*autoConn); auto {
-		hc, ok = ac.c().(*httpConn) // not over the HTTP+SSE fallback
-	}
-	if !ok || s.id == "" {
-		return
-	}
 	if s.as != nil {
 		ctx = s.as(ctx)
 	}
-	_ = hc.deleteSession(ctx, s.id)
+	_ = u.conn.EndSession(ctx, s.ref())
 }
 
 // Retire closes the upstream once the calls under way have ended (a
@@ -919,14 +926,7 @@ func (u *Upstream) Close(ctx context.Context) error {
 		<-u.watchDone
 		u.w.settled.release() // no watch is coming: a late call has none to wait for
 	}
-	u.mu.Lock()
-	s := u.sess
-	u.sess = nil
-	eras := u.eras
-	u.eras = nil
-	own := u.own
-	u.own, u.closed = nil, true // no session kept after these
-	u.mu.Unlock()
+	s, others := u.pool.close() // no session kept after these
 	// Ended before Close returns, a few at a time and within endingTime: a
 	// server must not keep sessions no one will use, and a process
 	// stopping must not leave requests behind, nor wait long on a server
@@ -935,11 +935,8 @@ func (u *Upstream) Close(ctx context.Context) error {
 	defer cancel()
 	var ending errgroup.Group
 	ending.SetLimit(16)
-	for _, ls := range eras {
-		ending.Go(func() error { u.endSessionNow(ectx, ls); return nil })
-	}
-	for _, o := range own {
-		ending.Go(func() error { u.endSessionNow(ectx, o.s); return nil })
+	for _, o := range others {
+		ending.Go(func() error { u.endSessionNow(ectx, o); return nil })
 	}
 	_ = ending.Wait()
 	sid := ""
@@ -949,7 +946,7 @@ func (u *Upstream) Close(ctx context.Context) error {
 			sid = "" // its negotiator's own session, ended with the others
 		}
 	}
-	return u.conn.close(ctx, sid)
+	return u.conn.Close(ctx, sid)
 }
 
 func supports(data json.RawMessage, version string) bool {
