@@ -113,7 +113,7 @@ func rssKB(pid int) int {
 // callTool calls the child's tool name with args, answering its
 // questions with ask, and returns its text.
 func callTool(ctx context.Context, u *Upstream, name, args string, ask mcp.Ask) (string, error) {
-	resp, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodToolsCall, Params: jsonrpc.Object{"name": jsonrpc.Quote(name), "arguments": json.RawMessage(args)}, Meta: jsonrpc.Object{}, Ask: ask})
+	resp, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodToolsCall, Params: jsonrpc.Object{"name": jsonrpc.Quote(name), "arguments": json.RawMessage(args)}, Meta: jsonrpc.Object{}, Ask: ask}, How{})
 	if err != nil {
 		return "", err
 	}
@@ -373,7 +373,7 @@ func TestChildrenEndAtClose(t *testing.T) {
 // send.
 func TestChildAnswersArePrivate(t *testing.T) {
 	u, _ := kidUpstream(t, Options{DefaultScope: mcp.ScopePublic})
-	resp, err := u.Call(asPrincipal("alice"), &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://pid")}, Meta: jsonrpc.Object{}})
+	resp, err := u.Call(asPrincipal("alice"), &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://pid")}, Meta: jsonrpc.Object{}}, How{})
 	if err != nil {
 		t.Fatal(err)
 	}

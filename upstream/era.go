@@ -29,8 +29,8 @@ import (
 // callerSession returns the session req should go over: s, or the legacy
 // session of the caller's revision when the server speaks it and the
 // answer is not cached.
-func (u *Upstream) callerSession(ctx context.Context, s *session, req *mcp.Request) *session {
-	if !u.speaksEra(s, req) {
+func (u *Upstream) callerSession(ctx context.Context, s *session, req *mcp.Request, how How) *session {
+	if !u.speaksEra(s, req, how) {
 		return s
 	}
 	v := req.CallerVersion
@@ -64,17 +64,17 @@ func (u *Upstream) overHTTP() bool { return u.wire() == WireHTTP }
 // speaksCallersEra reports whether req would go over a legacy session of
 // its caller's revision (callerSession), on which the server may ask its
 // caller questions in the middle of the call.
-func (u *Upstream) speaksCallersEra(req *mcp.Request) bool {
+func (u *Upstream) speaksCallersEra(req *mcp.Request, how How) bool {
 	s := u.pool.get(theServer)
-	return s != nil && u.speaksEra(s, req)
+	return s != nil && u.speaksEra(s, req, how)
 }
 
 // speaksEra reports whether req goes in its caller's revision to the
 // server of modern session s: a legacy revision of Streamable HTTP that
 // the server supports, for an answer no cache keeps.
-func (u *Upstream) speaksEra(s *session, req *mcp.Request) bool {
+func (u *Upstream) speaksEra(s *session, req *mcp.Request, how How) bool {
 	v := req.CallerVersion
-	return req.Unshared() && mcp.HasVersionHeader(v) && s.Modern && slices.Contains(s.Versions, v) &&
+	return how.alone(req) && mcp.HasVersionHeader(v) && s.Modern && slices.Contains(s.Versions, v) &&
 		u.overHTTP() && !u.o.PerPrincipal && !takesQuestions(req)
 }
 

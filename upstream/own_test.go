@@ -185,7 +185,7 @@ func TestOwnSessionInUseIsNotEnded(t *testing.T) {
 	}
 	answered := make(chan error, 1)
 	go func() {
-		resp, err := u.Call(asPrincipal("bob"), &mcp.Request{Method: mcp.MethodToolsCall, Params: jsonrpc.Object{"name": jsonrpc.Quote("wait"), "arguments": json.RawMessage(`{}`)}, Meta: jsonrpc.Object{}})
+		resp, err := u.Call(asPrincipal("bob"), &mcp.Request{Method: mcp.MethodToolsCall, Params: jsonrpc.Object{"name": jsonrpc.Quote("wait"), "arguments": json.RawMessage(`{}`)}, Meta: jsonrpc.Object{}}, How{})
 		if err == nil && resp.Error != nil {
 			err = resp.Error
 		}

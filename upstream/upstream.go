@@ -328,8 +328,22 @@ func (u *Upstream) Status() Status {
 	return st
 }
 
-// Call sends req and waits for the answer, within the configured timeout.
-func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error) {
+// How is what the router decided of one call, beyond what its caller asked
+// (the request).
+type How struct {
+	// Alone says the answer is its legacy caller's alone: no cache keeps
+	// it, so it may be asked in the caller's own revision where the server
+	// speaks it (era.go), and is passed on as the server sent it.
+	Alone bool
+}
+
+// alone reports whether req goes as how says for a caller of a legacy
+// revision.
+func (h How) alone(req *mcp.Request) bool { return h.Alone && req.CallerVersion != "" }
+
+// Call sends req as how says and waits for the answer, within the
+// configured timeout.
+func (u *Upstream) Call(ctx context.Context, req *mcp.Request, how How) (*Response, error) {
 	u.inflight.Add(1)
 	defer u.inflight.Add(-1)
 	timeout := u.o.Timeout
@@ -340,7 +354,7 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 	defer cancel()
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
-		s, release, err := u.acquire(ctx, req)
+		s, release, err := u.acquire(ctx, req, how)
 		if err != nil {
 			return nil, err
 		}
@@ -367,7 +381,7 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %s: %w", u.o.Name, req.Method, err)
 		}
-		return u.translateResponse(s, req, msg), nil
+		return u.translateResponse(s, req, how, msg), nil
 	}
 	return nil, fmt.Errorf("upstream %s: %s: %w", u.o.Name, req.Method, lastErr)
 }
@@ -375,12 +389,12 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 // acquire returns the session req goes over, from the pool, and what to
 // call once the call is over: the negotiated session, or the one of the
 // caller's revision (era.go), or one of the caller's own (own.go).
-func (u *Upstream) acquire(ctx context.Context, req *mcp.Request) (*session, func(), error) {
+func (u *Upstream) acquire(ctx context.Context, req *mcp.Request, how How) (*session, func(), error) {
 	s, err := u.session(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	return u.ownSession(ctx, u.callerSession(ctx, s, req))
+	return u.ownSession(ctx, u.callerSession(ctx, s, req, how))
 }
 
 var tracer = otel.Tracer("github.com/manifold-mcp/manifold/upstream")
@@ -497,8 +511,8 @@ func (u *Upstream) routeProgress(s *session, req *mcp.Request) (*mcp.Request, fu
 // MayAsk reports whether the server may put questions (sampling,
 // elicitation, roots) in the middle of a call: a legacy server, or one not
 // negotiated with yet. A modern server asks by answering input_required.
-func (u *Upstream) MayAsk(req *mcp.Request) bool {
-	if u.speaksCallersEra(req) {
+func (u *Upstream) MayAsk(req *mcp.Request, how How) bool {
+	if u.speaksCallersEra(req, how) {
 		return true // over a legacy session of the caller's revision (era.go)
 	}
 	s := u.pool.get(theServer)

@@ -103,7 +103,7 @@ func eventually(t *testing.T, d time.Duration, what string, f func() bool) {
 }
 
 func readPID(ctx context.Context, u *Upstream) (string, error) {
-	resp, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://pid")}, Meta: jsonrpc.Object{}})
+	resp, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://pid")}, Meta: jsonrpc.Object{}}, How{})
 	if err != nil {
 		return "", err
 	}
@@ -222,7 +222,7 @@ func TestRetries(t *testing.T) {
 		t.Fatalf("read past the retries: err %v (unreachable %v), %d attempts", err, Unreachable(err), reads.Load())
 	}
 	failures.Store(1)
-	_, err = u.Call(context.Background(), &mcp.Request{Method: "tools/call", Params: jsonrpc.Object{"name": jsonrpc.Quote("x")}, Meta: jsonrpc.Object{}})
+	_, err = u.Call(context.Background(), &mcp.Request{Method: "tools/call", Params: jsonrpc.Object{"name": jsonrpc.Quote("x")}, Meta: jsonrpc.Object{}}, How{})
 	var se *StatusError
 	if !errors.As(err, &se) || se.Status != 503 || calls.Load() != 1 {
 		t.Fatalf("tools/call after a 503: %v, %d attempts (want 1)", err, calls.Load())
@@ -432,7 +432,7 @@ func heldServer(t *testing.T, legacyServer bool) (srv *httptest.Server, release 
 }
 
 func readA(ctx context.Context, u *Upstream) error {
-	_, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://a")}, Meta: jsonrpc.Object{}})
+	_, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://a")}, Meta: jsonrpc.Object{}}, How{})
 	return err
 }
 
