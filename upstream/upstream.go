@@ -97,6 +97,12 @@ type Options struct {
 	// it without a caller but its health (probe.go's knock), so it is not
 	// negotiated with at start nor watched in the background.
 	PerPrincipal bool
+	// OAuth is the OAuth client the server is reached through (Authorize
+	// is its transport), nil if none: it belongs to the set the upstream
+	// is in, and a reload's retirement of the upstream closes it.
+	OAuth *oauth.Client
+	// Required says readiness waits for the server to be ready.
+	Required bool
 	// Description is what the operator says of the server, shown to a
 	// caller who has not authorized it (ConnectDescription).
 	Description string
@@ -518,6 +524,12 @@ func (u *Upstream) MayAsk(req *mcp.Request, how How) bool {
 	s := u.pool.get(theServer)
 	return s == nil || !s.Modern
 }
+
+// OAuth is the upstream's OAuth client (Options.OAuth), nil if none.
+func (u *Upstream) OAuth() *oauth.Client { return u.o.OAuth }
+
+// Required reports whether readiness waits for the server.
+func (u *Upstream) Required() bool { return u.o.Required }
 
 // PerPrincipal reports whether the server is reached with each caller's
 // own credential (Options.PerPrincipal): it is watched only for callers.
