@@ -49,7 +49,6 @@ func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, r
 	var res json.RawMessage
 	var err error
 	if tc := r.toolPolicy(ctx, set, m, u, name, inner, &sub); tc != nil {
-		sub.Shared = true
 		res, err = r.cachedCall(ctx, u, &sub, tc)
 	} else {
 		res, err = r.answer(ctx, u, &sub)
@@ -108,7 +107,7 @@ func (r *Router) answer(ctx context.Context, u *upstream.Upstream, req *mcp.Requ
 	if held(req) {
 		return r.holds.resume(ctx, req)
 	}
-	if !u.MayAsk(req) {
+	if !u.MayAsk(req, how(req, false, false)) {
 		return r.answerNow(ctx, u, req)
 	}
 	return r.holds.start(ctx, req, func(hctx context.Context, ask mcp.Ask) (json.RawMessage, error) {

@@ -238,18 +238,18 @@ func (r *Router) pages(set *upstream.Set) merge.Fetcher {
 	})
 }
 
-// uncached is req as no cache keeps its answer: a legacy caller's read,
-// like its tool calls, is then its alone, and may be asked in its own
-// revision (upstream/era.go). A list page is not: the merge reads its
-// hints, which only 2026-07-28 carries.
-func uncached(req *mcp.Request) *mcp.Request {
-	m, _ := mcp.Lookup(req.Method)
-	if req.CallerVersion == "" || !m.Cacheable || m.Route == mcp.RouteAll {
-		return req
+// how is what the router decided of req's call: its answer is its legacy
+// caller's alone, and may be asked in the caller's own revision
+// (upstream/era.go), unless a cache keeps it: under a tool cache
+// (toolCached), or, for a method the table caches, the cache tier (of
+// which there is none: noTier). A list page is always kept: the merge
+// reads its hints, which only 2026-07-28 carries.
+func how(req *mcp.Request, toolCached, noTier bool) upstream.How {
+	if req.CallerVersion == "" || toolCached {
+		return upstream.How{}
 	}
-	sub := *req
-	sub.Uncached = true
-	return &sub
+	m, _ := mcp.Lookup(req.Method)
+	return upstream.How{Alone: !m.Cacheable || noTier && m.Route != mcp.RouteAll}
 }
 
 // fetch is the one way to an upstream, through the cache. It returns the
@@ -266,14 +266,12 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 	if n != nil {
 		n.setUpstream(u.Name())
 	}
-	if !r.cache.Keeps() {
-		req = uncached(req)
-	}
+	h := how(req, toolCallOf(ctx) != nil, !r.cache.Keeps())
 	if r.cache == nil {
 		if n != nil {
 			n.setTier(cache.TierUpstream)
 		}
-		return r.call(ctx, u, req, uri)
+		return r.call(ctx, u, req, h, uri)
 	}
 	m, _ := mcp.Lookup(req.Method)
 	tag := m.Tag
@@ -287,7 +285,7 @@ func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Reque
 			req = withURI(req, normal)
 		}
 	}
-	fill := func(ctx context.Context) (json.RawMessage, error) { return r.call(ctx, u, req, uri) }
+	fill := func(ctx context.Context) (json.RawMessage, error) { return r.call(ctx, u, req, h, uri) }
 	cr := cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: req,
 		Forwarded: u.ForwardHeaders(), Principal: principalKey(ctx, u)}
 	if n != nil {
@@ -328,8 +326,8 @@ func principalKey(ctx context.Context, u *upstream.Upstream) string {
 // call asks the upstream and puts its answer in the shape the cache stores
 // and callers see: lists filtered, results decorated with what every result
 // must carry, names and URIs namespaced, errors legal.
-func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Request, uri string) (json.RawMessage, error) {
-	resp, err := u.Call(ctx, req)
+func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Request, h upstream.How, uri string) (json.RawMessage, error) {
+	resp, err := u.Call(ctx, req, h)
 	if _, consent := oauth.IsConsent(err); consent {
 		return nil, err // the caller's to be asked (Handle)
 	}
@@ -347,7 +345,7 @@ func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Reques
 		}
 		return nil, legalize(u.Name(), req.Method, uri, resp.Error)
 	}
-	res, err := r.shape(u, req, resp.Result)
+	res, err := r.shape(u, req, h, resp.Result)
 	if err != nil {
 		return nil, &unavailableError{upstream: u.Name(), err: &malformedError{err}}
 	}
@@ -439,7 +437,7 @@ const maxURILen = 8 << 10
 // view: a page of tools or prompts filtered, any other answer that is not
 // a list page decorated; names and URIs namespaced, in the decorating pass
 // where the namespace rewrites listed items (decorate), else after.
-func (r *Router) shape(u *upstream.Upstream, req *mcp.Request, res json.RawMessage) (json.RawMessage, error) {
+func (r *Router) shape(u *upstream.Upstream, req *mcp.Request, h upstream.How, res json.RawMessage) (json.RawMessage, error) {
 	m, _ := mcp.Lookup(req.Method)
 	if m.Name == mcp.MethodResourcesRead {
 		if err := checkRead(res); err != nil {
@@ -451,7 +449,7 @@ func (r *Router) shape(u *upstream.Upstream, req *mcp.Request, res json.RawMessa
 	case m.Route == mcp.RouteAll && m.ID == "name":
 		res, err = r.shapeList(u, m, res)
 	case m.Route == mcp.RouteAll:
-	case req.Unshared() && !bytes.Contains(res, metaCacheKey):
+	case h.Alone && !bytes.Contains(res, metaCacheKey):
 		// A legacy caller's answer, which no cache shares: what decorate
 		// adds, its frontend would take away (legacyResult). One that
 		// names Manifold's cache marker is decorated, which drops it.

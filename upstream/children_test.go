@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -112,7 +113,7 @@ func rssKB(pid int) int {
 // callTool calls the child's tool name with args, answering its
 // questions with ask, and returns its text.
 func callTool(ctx context.Context, u *Upstream, name, args string, ask mcp.Ask) (string, error) {
-	resp, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodToolsCall, Params: jsonrpc.Object{"name": jsonrpc.Quote(name), "arguments": json.RawMessage(args)}, Meta: jsonrpc.Object{}, Ask: ask})
+	resp, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodToolsCall, Params: jsonrpc.Object{"name": jsonrpc.Quote(name), "arguments": json.RawMessage(args)}, Meta: jsonrpc.Object{}, Ask: ask}, How{})
 	if err != nil {
 		return "", err
 	}
@@ -256,19 +257,10 @@ func TestChildrenAreBounded(t *testing.T) {
 		})
 	}
 	eventually(t, 20*time.Second, "every process working", func() bool {
-		k := u.conn.(*stdioConn).kids
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		busy := 0
-		for _, ch := range k.live {
-			if ch.calls > 0 && !ch.fresh {
-				busy++
-			}
-		}
-		return busy == bound
+		return u.conn.(interface{ Busy() int }).Busy() == bound
 	})
 	_, err := readPID(asPrincipal("latecomer"), u)
-	if !errors.Is(err, errChildrenBusy) || !strings.Contains(err.Error(), fmt.Sprint(bound)) {
+	if !errors.Is(err, transport.ErrChildrenBusy) || !strings.Contains(err.Error(), fmt.Sprint(bound)) {
 		t.Errorf("a principal past the bound, every process working: %v", err)
 	}
 	working.Wait()
@@ -381,7 +373,7 @@ func TestChildrenEndAtClose(t *testing.T) {
 // send.
 func TestChildAnswersArePrivate(t *testing.T) {
 	u, _ := kidUpstream(t, Options{DefaultScope: mcp.ScopePublic})
-	resp, err := u.Call(asPrincipal("alice"), &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://pid")}, Meta: jsonrpc.Object{}})
+	resp, err := u.Call(asPrincipal("alice"), &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://pid")}, Meta: jsonrpc.Object{}}, How{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,15 +29,12 @@ import (
 // callerSession returns the session req should go over: s, or the legacy
 // session of the caller's revision when the server speaks it and the
 // answer is not cached.
-func (u *Upstream) callerSession(ctx context.Context, s *session, req *mcp.Request) *session {
-	if !u.speaksEra(s, req) {
+func (u *Upstream) callerSession(ctx context.Context, s *session, req *mcp.Request, how How) *session {
+	if !u.speaksEra(s, req, how) {
 		return s
 	}
 	v := req.CallerVersion
-	u.mu.Lock()
-	ls := u.eras[v]
-	u.mu.Unlock()
-	if ls != nil {
+	if ls := u.pool.get(ofRevision(v)); ls != nil {
 		return ls
 	}
 	ch := u.probe.DoChan("era:"+v, func() (any, error) {
@@ -48,12 +45,7 @@ func (u *Upstream) callerSession(ctx context.Context, s *session, req *mcp.Reque
 			u.log.Debug("upstream refused a session in the caller's revision; speaking 2026-07-28", "version", v, "err", err)
 			return nil, err
 		}
-		u.mu.Lock()
-		if u.eras == nil {
-			u.eras = map[string]*session{}
-		}
-		u.eras[v] = ls
-		u.mu.Unlock()
+		u.pool.put(ofRevision(v), ls)
 		return ls, nil
 	})
 	select {
@@ -69,36 +61,20 @@ func (u *Upstream) callerSession(ctx context.Context, s *session, req *mcp.Reque
 // overHTTP reports whether the server is spoken to over Streamable HTTP.
 func (u *Upstream) overHTTP() bool { return u.wire() == WireHTTP }
 
-// forgetEra drops the caller-era session s, if it is one, so that the
-// next call of its revision negotiates again; it reports whether it was.
-func (u *Upstream) forgetEra(s *session) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for v, ls := range u.eras {
-		if ls == s {
-			delete(u.eras, v)
-			return true
-		}
-	}
-	return false
-}
-
 // speaksCallersEra reports whether req would go over a legacy session of
 // its caller's revision (callerSession), on which the server may ask its
 // caller questions in the middle of the call.
-func (u *Upstream) speaksCallersEra(req *mcp.Request) bool {
-	u.mu.Lock()
-	s := u.sess
-	u.mu.Unlock()
-	return s != nil && u.speaksEra(s, req)
+func (u *Upstream) speaksCallersEra(req *mcp.Request, how How) bool {
+	s := u.pool.get(theServer)
+	return s != nil && u.speaksEra(s, req, how)
 }
 
 // speaksEra reports whether req goes in its caller's revision to the
 // server of modern session s: a legacy revision of Streamable HTTP that
 // the server supports, for an answer no cache keeps.
-func (u *Upstream) speaksEra(s *session, req *mcp.Request) bool {
+func (u *Upstream) speaksEra(s *session, req *mcp.Request, how How) bool {
 	v := req.CallerVersion
-	return req.Unshared() && mcp.HasVersionHeader(v) && s.Modern && slices.Contains(s.Versions, v) &&
+	return how.alone(req) && mcp.HasVersionHeader(v) && s.Modern && slices.Contains(s.Versions, v) &&
 		u.overHTTP() && !u.o.PerPrincipal && !takesQuestions(req)
 }
 

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"errors"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 	"log/slog"
 	"slices"
 	"sync"
@@ -104,22 +105,22 @@ func (h *health) success() {
 	h.outcome(nil)
 }
 
-// failure records a contact that failed: Down when the server could not be
+// Failure records a contact that failed: Down when the server could not be
 // reached, otherwise only the error.
-func (h *health) failure(err error) {
+func (h *health) Failure(err error) {
 	h.mu.Lock()
 	h.outcome(err)
 }
 
-// failing reports whether a failing episode is under way: what a
+// Failing reports whether a failing episode is under way: what a
 // transport then does again and again (restart a child, reopen a stream)
 // is counted in its summary, not logged each time.
-func (h *health) failing() bool { return h.episode.Failing() }
+func (h *health) Failing() bool { return h.episode.Failing() }
 
 // outcome records a contact's result; h.mu is held, and released before
 // onChange is told of a change of state.
 func (h *health) outcome(err error) {
-	if errors.Is(err, errChannelWait) {
+	if errors.Is(err, transport.ErrChannelWait) {
 		// The channel's opening reports its own failure, with its cause; a
 		// call that gave up waiting for it would only name the wait, and
 		// on a loaded machine be the episode's first line.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 	"log/slog"
 	"net"
 	"strings"
@@ -119,8 +120,8 @@ func (b *syncBuffer) String() string {
 func TestHealthChannelWaitIsNotTheCause(t *testing.T) {
 	var buf bytes.Buffer
 	h := newHealth(slog.New(slog.NewTextHandler(&buf, nil)), nil)
-	h.observe(time.Second, fmt.Errorf("%w: %w", errChannelWait, context.DeadlineExceeded))
-	h.failure(fmt.Errorf("SSE stream did not open: %w", errNoEndpoint))
+	h.observe(time.Second, fmt.Errorf("%w: %w", transport.ErrChannelWait, context.DeadlineExceeded))
+	h.Failure(fmt.Errorf("SSE stream did not open: %w", transport.ErrNoEndpoint))
 	first, _, _ := strings.Cut(buf.String(), "\n")
 	if !strings.Contains(first, `msg="upstream failing"`) || !strings.Contains(first, "no endpoint event") {
 		t.Errorf("the episode's first line: %s\nall:\n%s", first, buf.String())

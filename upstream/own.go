@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"fmt"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/oauth"
@@ -16,7 +17,7 @@ import (
 // principal's calls go in a session that principal opened: the negotiated
 // one for the principal it was negotiated as, else one initialized for the
 // principal on its first call, with its token. Every one of them is kept
-// here, by principal. At most maxOwnSessions are kept idle: to make room,
+// in the pool (pool.go), by principal. At most maxOwnSessions are kept idle: to make room,
 // the least recently used with no call in it is ended (DELETE, with its
 // principal's token), and its principal opens another on its next call; a
 // session is never ended under a call. A modern server has no session,
@@ -32,15 +33,6 @@ const maxOwnSessions = 256
 
 // endingTime bounds how long Close waits for the sessions it ends.
 const endingTime = 5 * time.Second
-
-// owned is a principal's session, when it was last used, and the calls in
-// it now; retired, it is ended once they are over.
-type owned struct {
-	s       *session
-	used    time.Time
-	calls   int
-	retired bool
-}
 
 // perPrincipal reports whether s is one to keep per principal: a legacy
 // session (it has an id) of a server reached per principal, or any session
@@ -70,7 +62,7 @@ func (u *Upstream) ownSession(ctx context.Context, s *session) (*session, func()
 		return s, func() {}, nil
 	}
 	key := oauth.Principal(ctx)
-	if release, ps := u.useOwn(key, nil); ps != nil {
+	if ps, release := u.pool.acquire(ofPrincipal(key), nil); ps != nil {
 		return ps, release, nil
 	}
 	ch := u.probe.DoChan("own:"+key, func() (any, error) {
@@ -83,7 +75,7 @@ func (u *Upstream) ownSession(ctx context.Context, s *session) (*session, func()
 			return nil, err
 		}
 		u.ownedBy(ctx, ps)
-		u.keepOwn(key, ps)
+		u.pool.put(ofPrincipal(key), ps)
 		return ps, nil
 	})
 	select {
@@ -91,8 +83,7 @@ func (u *Upstream) ownSession(ctx context.Context, s *session) (*session, func()
 		if r.Err != nil {
 			return nil, nil, fmt.Errorf("upstream %s: a session of the caller's own: %w", u.o.Name, r.Err)
 		}
-		ps := r.Val.(*session)
-		release, _ := u.useOwn(key, ps)
+		ps, release := u.pool.acquire(ofPrincipal(key), r.Val.(*session))
 		return ps, release, nil
 	case <-ctx.Done():
 		return nil, nil, fmt.Errorf("upstream %s: waiting for a session of the caller's own: %w", u.o.Name, ctx.Err())
@@ -106,7 +97,7 @@ func (u *Upstream) openOwn(ctx context.Context, s *session) (*session, error) {
 	if !u.processPerPrincipal() {
 		return u.initialize(ctx, s.gen, s.Version)
 	}
-	gen, err := u.conn.ready(ctx)
+	gen, err := u.conn.Ready(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +108,7 @@ func (u *Upstream) openOwn(ctx context.Context, s *session) (*session, error) {
 		ps, err = u.initialize(ctx, gen, s.Version)
 	}
 	if err != nil {
-		u.conn.(*stdioConn).end(gen)
+		_ = u.conn.EndSession(ctx, &transport.Exchange{Gen: gen})
 	}
 	return ps, err
 }
@@ -128,97 +119,8 @@ func (u *Upstream) ownLive(ctx context.Context) *session {
 	if !u.processPerPrincipal() {
 		return nil
 	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if o := u.own[oauth.Principal(ctx)]; o != nil && u.conn.alive(o.s.gen) {
-		return o.s
+	if s := u.pool.get(ofPrincipal(oauth.Principal(ctx))); s != nil && u.conn.Alive(s.gen) {
+		return s
 	}
 	return nil
-}
-
-// useOwn counts a call in key's live session (want, if not nil: that one)
-// and returns it with the function that ends the count; nil if there is
-// none. A session the server no longer holds is still returned: the call
-// finds out, and forgets it.
-func (u *Upstream) useOwn(key string, want *session) (func(), *session) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	o := u.own[key]
-	if o == nil || (want != nil && o.s != want) || !u.conn.alive(o.s.gen) {
-		if want != nil {
-			return func() {}, want // kept no more (ended at Close): its call still runs
-		}
-		return nil, nil
-	}
-	o.calls++
-	o.used = time.Now()
-	return func() {
-		u.mu.Lock()
-		o.calls--
-		o.used = time.Now()
-		end := o.retired && o.calls == 0
-		u.mu.Unlock()
-		if end {
-			u.endSession(o.s)
-		}
-	}, o.s
-}
-
-// keepOwn keeps s as key's session. Any session key had before is ended,
-// once no call is in it; to keep at most maxOwnSessions idle, the least
-// recently used of those with no call in it is ended too.
-func (u *Upstream) keepOwn(key string, s *session) {
-	u.mu.Lock()
-	if u.closed {
-		u.mu.Unlock()
-		u.endSession(s)
-		return
-	}
-	var ended []*session
-	if old := u.own[key]; old != nil {
-		ended = u.retire(old, ended)
-	} else if len(u.own) >= maxOwnSessions {
-		var lru *owned
-		var lruKey string
-		for k, o := range u.own {
-			if o.calls == 0 && (lru == nil || o.used.Before(lru.used)) {
-				lru, lruKey = o, k
-			}
-		}
-		if lru != nil {
-			delete(u.own, lruKey)
-			ended = u.retire(lru, ended)
-		}
-	}
-	if u.own == nil {
-		u.own = map[string]*owned{}
-	}
-	u.own[key] = &owned{s: s, used: time.Now()}
-	u.mu.Unlock()
-	for _, e := range ended {
-		u.endSession(e)
-	}
-}
-
-// retire appends o's session to ended if no call is in it; otherwise its
-// last call ends it. Called with mu held.
-func (u *Upstream) retire(o *owned, ended []*session) []*session {
-	if o.calls > 0 {
-		o.retired = true
-		return ended
-	}
-	return append(ended, o.s)
-}
-
-// forgetOwn drops s if it is a principal's own session, so that its next
-// call opens another.
-func (u *Upstream) forgetOwn(s *session) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for k, o := range u.own {
-		if o.s == s {
-			delete(u.own, k)
-			return
-		}
-	}
 }

@@ -77,9 +77,9 @@ func TestOwnSessionsAreBounded(t *testing.T) {
 	before := heap()
 	read(2*maxOwnSessions, 8*maxOwnSessions)
 	after := heap()
-	u.mu.Lock()
-	kept := len(u.own)
-	u.mu.Unlock()
+	u.pool.mu.Lock()
+	kept := u.pool.owned
+	u.pool.mu.Unlock()
 	if kept > maxOwnSessions {
 		t.Errorf("%d sessions kept for %d principals, bound %d", kept, 8*maxOwnSessions, maxOwnSessions)
 	}
@@ -185,7 +185,7 @@ func TestOwnSessionInUseIsNotEnded(t *testing.T) {
 	}
 	answered := make(chan error, 1)
 	go func() {
-		resp, err := u.Call(asPrincipal("bob"), &mcp.Request{Method: mcp.MethodToolsCall, Params: jsonrpc.Object{"name": jsonrpc.Quote("wait"), "arguments": json.RawMessage(`{}`)}, Meta: jsonrpc.Object{}})
+		resp, err := u.Call(asPrincipal("bob"), &mcp.Request{Method: mcp.MethodToolsCall, Params: jsonrpc.Object{"name": jsonrpc.Quote("wait"), "arguments": json.RawMessage(`{}`)}, Meta: jsonrpc.Object{}}, How{})
 		if err == nil && resp.Error != nil {
 			err = resp.Error
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 	"net/http"
 	"time"
 
@@ -56,14 +57,11 @@ func (u *Upstream) probeOnce(ctx context.Context) error {
 	if u.o.PerPrincipal {
 		return u.knock(ctx)
 	}
-	u.mu.Lock()
-	s := u.sess
-	u.mu.Unlock()
-	if s != nil && u.conn.alive(s.gen) {
+	if s := u.pool.get(theServer); s != nil && u.conn.Alive(s.gen) {
 		err := u.ping(ctx, s)
-		if !errors.Is(err, errSessionGone) {
+		if !errors.Is(err, transport.ErrSessionGone) {
 			if err != nil {
-				u.health.failure(err)
+				u.health.Failure(err)
 			} else {
 				u.health.success()
 			}
@@ -80,7 +78,7 @@ func (u *Upstream) probeOnce(ctx context.Context) error {
 // session (those are its callers'). A protected server answers with its
 // challenge (401), a JSON-RPC error is an answer too: either says it is up.
 func (u *Upstream) knock(ctx context.Context) error {
-	gen, err := u.conn.ready(ctx)
+	gen, err := u.conn.Ready(ctx)
 	if err == nil {
 		var s *session
 		if s, err = u.discover(oauth.Probing(ctx), gen); err == nil {
@@ -95,18 +93,18 @@ func (u *Upstream) knock(ctx context.Context) error {
 		u.health.success()
 		return nil
 	}
-	u.health.failure(err)
+	u.health.Failure(err)
 	return err
 }
 
 // ping asks the server for the least it can answer on session s: any
 // answer, an error too, says it is there.
 func (u *Upstream) ping(ctx context.Context, s *session) error {
-	ex := &exchange{version: s.Version, session: s.id, gen: s.gen, idempotent: true}
-	ex.msg = jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodPing, Params: json.RawMessage(`{}`)}
+	ex := &transport.Exchange{Version: s.Version, Session: s.id, Gen: s.gen, Idempotent: true}
+	ex.Msg = jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodPing, Params: json.RawMessage(`{}`)}
 	if s.Modern {
-		ex.msg.Method = mcp.MethodDiscover
-		ex.msg.Params = u.params(ctx, s, &mcp.Request{Method: mcp.MethodDiscover, Meta: jsonrpc.Object{}})
+		ex.Msg.Method = mcp.MethodDiscover
+		ex.Msg.Params = u.params(ctx, s, &mcp.Request{Method: mcp.MethodDiscover, Meta: jsonrpc.Object{}})
 	}
 	_, err := u.carry(ctx, ex)
 	return err

@@ -126,8 +126,3 @@ func (a *calls) only(gen uint64) *callInFlight {
 	}
 	return only
 }
-
-// cannotAsk is the Ask of a call whose caller cannot be asked anything.
-func cannotAsk(context.Context, *jsonrpc.Message) (json.RawMessage, error) {
-	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "the caller of this request cannot be asked")
-}

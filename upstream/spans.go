@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"github.com/manifold-mcp/manifold/upstream/transport"
 	"net/url"
 	"strconv"
 
@@ -30,7 +31,7 @@ func (u *Upstream) describeCall(span trace.Span, s *session, req *mcp.Request) {
 
 // describeReply records how a call ended: the server's answer, or the
 // failure to get one.
-func describeReply(span trace.Span, method string, msg *reply, err error) {
+func describeReply(span trace.Span, method string, msg *transport.Reply, err error) {
 	switch {
 	case err != nil:
 		mcptrace.Failed(span, err)

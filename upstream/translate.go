@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -86,12 +87,12 @@ func traceMeta(ctx context.Context, meta jsonrpc.Object) {
 // cacheable method, the cache hints the operator configured in place of the
 // ones a legacy server does not send. Error codes are left for the router,
 // which knows the request and the namespace.
-func (u *Upstream) translateResponse(s *session, req *mcp.Request, r *reply) *Response {
+func (u *Upstream) translateResponse(s *session, req *mcp.Request, how How, r *transport.Reply) *Response {
 	method := req.Method
 	if r.Error != nil {
 		return &Response{Error: r.Error}
 	}
-	if s.Modern && !u.processPerPrincipal() || req.Unshared() {
+	if s.Modern && !u.processPerPrincipal() || how.alone(req) {
 		// Modern already; or legacy for a legacy caller, and shared with
 		// no other (no cache keeps it): as it came.
 		return &Response{Result: r.Result}

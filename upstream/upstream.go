@@ -29,17 +29,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/manifold-mcp/manifold/upstream/transport"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/mcptrace"
 	"github.com/manifold-mcp/manifold/internal/oauth"
-	"github.com/manifold-mcp/manifold/internal/panics"
 )
 
 // Response is a server's answer: a result or a JSON-RPC error. A Response
@@ -96,6 +96,12 @@ type Options struct {
 	// it without a caller but its health (probe.go's knock), so it is not
 	// negotiated with at start nor watched in the background.
 	PerPrincipal bool
+	// OAuth is the OAuth client the server is reached through (Authorize
+	// is its transport), nil if none: it belongs to the set the upstream
+	// is in, and a reload's retirement of the upstream closes it.
+	OAuth *oauth.Client
+	// Required says readiness waits for the server to be ready.
+	Required bool
 	// Description is what the operator says of the server, shown to a
 	// caller who has not authorized it (ConnectDescription).
 	Description string
@@ -110,12 +116,10 @@ type Options struct {
 
 	// Command is the program (and arguments) of a stdio server, which
 	// Manifold runs and supervises, in Dir, with Env (KEY=VALUE) added to
-	// an environment of PATH, HOME, LANG and TMPDIR from Manifold's own,
-	// or to all of it with InheritEnv.
-	Command    []string
-	Env        []string
-	InheritEnv bool
-	Dir        string
+	// an environment of PATH, HOME, LANG and TMPDIR from Manifold's own.
+	Command []string
+	Env     []string
+	Dir     string
 	// MaxChildren and ChildIdle bound the processes of a server run per
 	// principal: how many run at once (0: maxChildren) and how long one
 	// runs with no call (0: childIdle). Fixed for operators; tests shorten
@@ -160,6 +164,35 @@ type Options struct {
 	ProbeInterval time.Duration
 }
 
+// transport is what of o the transport needs.
+func (o Options) transport() transport.Options {
+	return transport.Options{
+		URL: o.URL, Wire: o.Wire, Header: o.Header, Transport: o.Transport, Authorize: o.Authorize, TLS: o.TLS,
+		Retries: o.Retries, MaxIdleConns: o.MaxIdleConns,
+		Command: o.Command, Env: o.Env, Dir: o.Dir,
+		PerPrincipal: o.PerPrincipal, MaxChildren: o.MaxChildren, ChildIdle: o.ChildIdle,
+		Timeout: o.Timeout, MaxResponseBytes: o.MaxResponseBytes,
+	}
+}
+
+// The wire a URL upstream is spoken to over (Options.Wire), as the
+// transport names it.
+const (
+	WireAuto  = transport.WireAuto
+	WireHTTP  = transport.WireHTTP
+	WireSSE   = transport.WireSSE
+	WireStdio = transport.WireStdio
+)
+
+// StatusError is an HTTP answer that carried no JSON-RPC response: the
+// server does not speak the era Manifold assumed, or is failing.
+type StatusError = transport.StatusError
+
+// Unreachable reports whether err, from Call, means the server could not
+// be reached or failed on its side, as opposed to refusing the request:
+// only then may a cache stand in with a stale answer (transport.Unreachable).
+func Unreachable(err error) bool { return transport.Unreachable(err) }
+
 // Upstream is a client for one configured server. It is safe for
 // concurrent use.
 type Upstream struct {
@@ -167,18 +200,15 @@ type Upstream struct {
 	peer     []attribute.KeyValue // where the server is, for its spans
 	log      *slog.Logger
 	info     json.RawMessage // o.ClientInfo, encoded once: it goes in every modern call
-	conn     conn
+	conn     transport.Conn
 	health   *health
 	inflight atomic.Int64 // calls under way, for Retire
 
+	pool       pool // the sessions kept (pool.go)
 	mu         sync.Mutex
-	sess       *session
-	known      *mcp.Capabilities   // the latest negotiation's, kept while the session is renewed
-	eras       map[string]*session // caller-era sessions, by revision (era.go)
-	own        map[string]*owned   // sessions of their own, by principal (own.go)
-	closed     bool                // Close ran: sessions opened later are ended at once
-	last       string              // the version of the latest negotiation
-	knocked    Info                // what the latest knock (probe.go) learnt, with no caller's credential
+	known      *mcp.Capabilities // the latest negotiation's, kept while the session is renewed
+	last       string            // the version of the latest negotiation
+	knocked    Info              // what the latest knock (probe.go) learnt, with no caller's credential
 	probe      singleflight.Group
 	ids        atomic.Int64
 	eraChanges atomic.Uint64
@@ -224,20 +254,12 @@ func New(o Options) (*Upstream, error) {
 			o.OnState(o.Name, st)
 		}
 	})
+	u.pool = pool{alive: func(gen uint64) bool { return u.conn.Alive(gen) }, end: u.endSession, maxOwn: maxOwnSessions}
 	u.w.changed = make(chan struct{}, 1)
 	u.w.wake = make(chan struct{}, 1)
 	u.w.up = make(chan struct{})
 	u.w.settled, u.w.gaveUp = newLatch(), newLatch()
-	switch {
-	case len(o.Command) > 0:
-		u.conn, err = newStdioConn(o, u.log, u.onServerMessage, u.health)
-	case o.Wire == WireHTTP:
-		u.conn = newHTTPConn(o, u.onServerMessage)
-	case o.Wire == WireSSE:
-		u.conn, err = newSSEConn(o, u.log, u.onServerMessage, u.health)
-	default:
-		u.conn = newAutoConn(o, u.log, u.onServerMessage, u.health)
-	}
+	u.conn, err = transport.New(o.transport(), u.log, u.onServerMessage, u.health)
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", o.Name, err)
 	}
@@ -309,8 +331,22 @@ func (u *Upstream) Status() Status {
 	return st
 }
 
-// Call sends req and waits for the answer, within the configured timeout.
-func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error) {
+// How is what the router decided of one call, beyond what its caller asked
+// (the request).
+type How struct {
+	// Alone says the answer is its legacy caller's alone: no cache keeps
+	// it, so it may be asked in the caller's own revision where the server
+	// speaks it (era.go), and is passed on as the server sent it.
+	Alone bool
+}
+
+// alone reports whether req goes as how says for a caller of a legacy
+// revision.
+func (h How) alone(req *mcp.Request) bool { return h.Alone && req.CallerVersion != "" }
+
+// Call sends req as how says and waits for the answer, within the
+// configured timeout.
+func (u *Upstream) Call(ctx context.Context, req *mcp.Request, how How) (*Response, error) {
 	u.inflight.Add(1)
 	defer u.inflight.Add(-1)
 	timeout := u.o.Timeout
@@ -321,12 +357,7 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 	defer cancel()
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
-		s, err := u.session(ctx)
-		if err != nil {
-			return nil, err
-		}
-		s = u.callerSession(ctx, s, req)
-		s, release, err := u.ownSession(ctx, s)
+		s, release, err := u.acquire(ctx, req, how)
 		if err != nil {
 			return nil, err
 		}
@@ -341,13 +372,10 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 		if err == nil && msg.Error != nil && msg.Error.Code == jsonrpc.CodeUnsupportedVersion && supports(msg.Error.Data, mcp.Version) != s.Modern {
 			err = errEraChanged
 		}
-		if errors.Is(err, errSessionGone) || errors.Is(err, errEraChanged) || s.Modern && eraSuspect(err) && ctx.Err() == nil {
+		if errors.Is(err, transport.ErrSessionGone) || errors.Is(err, errEraChanged) || s.Modern && eraSuspect(err) && ctx.Err() == nil {
 			u.log.Info("upstream session no longer valid; negotiating again", "reason", err)
-			if !u.forgetEra(s) {
-				u.forgetOwn(s)
-				u.forget(s)
-			}
-			if !errors.Is(err, errSessionGone) {
+			u.pool.drop(s)
+			if !errors.Is(err, transport.ErrSessionGone) {
 				u.endSession(s)
 			}
 			lastErr = err
@@ -356,9 +384,20 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request) (*Response, error
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %s: %w", u.o.Name, req.Method, err)
 		}
-		return u.translateResponse(s, req, msg), nil
+		return u.translateResponse(s, req, how, msg), nil
 	}
 	return nil, fmt.Errorf("upstream %s: %s: %w", u.o.Name, req.Method, lastErr)
+}
+
+// acquire returns the session req goes over, from the pool, and what to
+// call once the call is over: the negotiated session, or the one of the
+// caller's revision (era.go), or one of the caller's own (own.go).
+func (u *Upstream) acquire(ctx context.Context, req *mcp.Request, how How) (*session, func(), error) {
+	s, err := u.session(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return u.ownSession(ctx, u.callerSession(ctx, s, req, how))
 }
 
 var tracer = otel.Tracer("github.com/manifold-mcp/manifold/upstream")
@@ -367,22 +406,30 @@ func clientSpan() []trace.SpanStartOption {
 	return []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 }
 
-var (
-	errSessionGone = errors.New("session gone")
-	errEraChanged  = errors.New("server changed protocol era")
-)
+var errEraChanged = errors.New("server changed protocol era")
 
-// sessionEnded is errSessionGone for a session whose channel (a stdio
-// child, an HTTP+SSE stream) ended as end says, the error its supervisor
-// reports too: a watch of the channel learns of the end at the moment the
-// supervisor does, and either may be the failing episode's one logged
-// line, which must say what happened.
-func sessionEnded(end error) error { return fmt.Errorf("%w: %w", errSessionGone, end) }
+// eraSuspect reports an HTTP answer that suggests the server no longer
+// speaks the era Manifold negotiated: a rejection without a JSON-RPC body.
+// A 5xx says nothing about the era and is not suspect.
+func eraSuspect(err error) bool {
+	if err == nil {
+		return false // before errors.As, whose target escapes: every call would allocate
+	}
+	var se *StatusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Status {
+	case 400, 404, 405, 406, 415:
+		return true
+	}
+	return false
+}
 
 // timedExchange is exchange, observed: the health record and the Observe
 // hook learn of every exchange but those the caller abandoned, which say
 // nothing of the server.
-func (u *Upstream) timedExchange(ctx context.Context, s *session, req *mcp.Request) (*reply, error) {
+func (u *Upstream) timedExchange(ctx context.Context, s *session, req *mcp.Request) (*transport.Reply, error) {
 	ctx, span := mcptrace.Start(ctx, tracer, req.Method, clientSpan)
 	defer span.End()
 	recording := span.IsRecording()
@@ -405,28 +452,28 @@ func (u *Upstream) timedExchange(ctx context.Context, s *session, req *mcp.Reque
 	return msg, err
 }
 
-func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (*reply, error) {
+func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (*transport.Reply, error) {
 	req, notify, done := u.routeProgress(s, req)
 	defer done()
-	ex := &exchange{
-		msg:        jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: req.Method, Params: u.params(ctx, s, req)},
-		version:    s.Version,
-		session:    s.id,
-		gen:        s.gen,
-		header:     u.forwarded(req.Header),
-		idempotent: idempotent(req.Method),
-		notify:     notify,
-		ask:        req.Ask,
+	ex := &transport.Exchange{
+		Msg:        jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: req.Method, Params: u.params(ctx, s, req)},
+		Version:    s.Version,
+		Session:    s.id,
+		Gen:        s.gen,
+		Header:     u.forwarded(req.Header),
+		Idempotent: idempotent(req.Method),
+		Notify:     notify,
+		Ask:        req.Ask,
 	}
 	if m, ok := mcp.Lookup(req.Method); ok && m.NameParam != "" {
-		ex.name = req.Params.String(m.NameParam)
+		ex.Name = req.Params.String(m.NameParam)
 	}
 	if s.Modern && len(req.ParamHeaders) > 0 {
-		if ex.header == nil {
-			ex.header = http.Header{}
+		if ex.Header == nil {
+			ex.Header = http.Header{}
 		}
 		for k, v := range req.ParamHeaders {
-			ex.header[k] = v
+			ex.Header[k] = v
 		}
 	}
 	return u.carry(ctx, ex)
@@ -436,9 +483,9 @@ func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (
 // as long as it takes (see calls): every request Manifold sends, its own
 // included, so that a question on a shared channel is attributed to a call
 // only when no other could have raised it.
-func (u *Upstream) carry(ctx context.Context, ex *exchange) (*reply, error) {
-	defer u.calls.add(ctx, ex.gen, ex.ask, ex.header)()
-	return u.conn.call(ctx, ex)
+func (u *Upstream) carry(ctx context.Context, ex *transport.Exchange) (*transport.Reply, error) {
+	defer u.calls.add(ctx, ex.Gen, ex.Ask, ex.Header)()
+	return u.conn.Call(ctx, ex)
 }
 
 // routeProgress prepares a call whose progress may arrive away from its own
@@ -447,7 +494,7 @@ func (u *Upstream) carry(ctx context.Context, ex *exchange) (*reply, error) {
 // forgets the token once the call is over.
 func (u *Upstream) routeProgress(s *session, req *mcp.Request) (*mcp.Request, func(*jsonrpc.Message), func()) {
 	tok, wants := req.Meta[mcp.MetaProgressToken]
-	if !wants || req.Notify == nil || u.conn.scoped(s) {
+	if !wants || req.Notify == nil || u.conn.Scoped(s.Modern) {
 		return req, req.Notify, func() {}
 	}
 	upTok, done := u.progress.register(tok, req.Notify)
@@ -467,14 +514,19 @@ func (u *Upstream) routeProgress(s *session, req *mcp.Request) (*mcp.Request, fu
 // MayAsk reports whether the server may put questions (sampling,
 // elicitation, roots) in the middle of a call: a legacy server, or one not
 // negotiated with yet. A modern server asks by answering input_required.
-func (u *Upstream) MayAsk(req *mcp.Request) bool {
-	if u.speaksCallersEra(req) {
+func (u *Upstream) MayAsk(req *mcp.Request, how How) bool {
+	if u.speaksCallersEra(req, how) {
 		return true // over a legacy session of the caller's revision (era.go)
 	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.sess == nil || !u.sess.Modern
+	s := u.pool.get(theServer)
+	return s == nil || !s.Modern
 }
+
+// OAuth is the upstream's OAuth client (Options.OAuth), nil if none.
+func (u *Upstream) OAuth() *oauth.Client { return u.o.OAuth }
+
+// Required reports whether readiness waits for the server.
+func (u *Upstream) Required() bool { return u.o.Required }
 
 // PerPrincipal reports whether the server is reached with each caller's
 // own credential (Options.PerPrincipal): it is watched only for callers.
@@ -509,447 +561,6 @@ func (u *Upstream) forwarded(h http.Header) http.Header {
 		}
 	}
 	return out
-}
-
-// session returns the current negotiation, establishing one if needed.
-// Concurrent callers share one probe.
-func (u *Upstream) session(ctx context.Context) (*session, error) {
-	u.mu.Lock()
-	s := u.sess
-	u.mu.Unlock()
-	if s != nil && u.conn.alive(s.gen) {
-		return s, nil
-	}
-	if s := u.ownLive(ctx); s != nil {
-		return s, nil // its caller's process, though the latest negotiation's ended
-	}
-	// One negotiation for every caller, but one per principal toward a
-	// server reached with each caller's own credential: there a failure
-	// is its principal's alone (a consent to give, with a link made for
-	// that principal, which no one else may be shown).
-	key := "probe"
-	if u.o.PerPrincipal {
-		key = "probe:" + oauth.Principal(ctx)
-	}
-	ch := u.probe.DoChan(key, func() (any, error) {
-		// Detached from the first caller's context: its cancellation must
-		// not fail the probe that other callers wait on.
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.o.Timeout)
-		defer cancel()
-		s, err := u.negotiate(pctx)
-		if err != nil {
-			// Every process working says nothing of the server's health; a
-			// consent to ask for is the server's answer (health.outcome).
-			if !errors.Is(err, errChildrenBusy) {
-				u.health.failure(err)
-			}
-			return nil, err
-		}
-		if u.o.PerPrincipal && u.ownedBy(pctx, s) {
-			u.keepOwn(s.owner, s) // its negotiator's own session (own.go)
-		}
-		u.mu.Lock()
-		u.sess, u.known = s, &s.Capabilities
-		if u.last != "" && u.last != s.Version {
-			u.eraChanges.Add(1)
-		}
-		u.last = s.Version
-		u.mu.Unlock()
-		// Up only once the session is there: whoever sees Up finds its
-		// capabilities.
-		u.health.success()
-		u.log.Info("upstream ready", "transport", u.wire(), "protocol", s.Version, "server", s.ServerInfo.Name, "serverVersion", s.ServerInfo.Version)
-		return s, nil
-	})
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, fmt.Errorf("upstream %s: %w", u.o.Name, r.Err)
-		}
-		return r.Val.(*session), nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("upstream %s: waiting for negotiation: %w", u.o.Name, ctx.Err())
-	}
-}
-
-// callerMustAct reports a failure that is no failure of the server: the
-// request was never sent for want of its caller's authorization (a consent
-// to give, or a token that could not be had), or the server answered and
-// its caller must act first.
-func callerMustAct(err error) bool {
-	return oauth.Unsent(err)
-}
-
-// forget drops s if it is still current, so the next call negotiates again.
-func (u *Upstream) forget(s *session) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.sess == s {
-		u.sess = nil
-	}
-}
-
-// probeTimeout bounds a server/discover probe: a legacy stdio server may
-// simply never answer a method it does not know.
-const probeTimeout = 5 * time.Second
-
-func (u *Upstream) negotiate(ctx context.Context) (s *session, err error) {
-	gen, err := u.conn.ready(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if u.processPerPrincipal() {
-		defer func() {
-			if err != nil {
-				u.conn.(*stdioConn).end(gen) // started for this negotiation alone
-			}
-		}()
-	}
-	switch {
-	case u.o.Protocol == mcp.Version:
-		return u.discover(ctx, gen)
-	case mcp.IsLegacy(u.o.Protocol):
-		return u.initializeOn(ctx, gen, u.o.Protocol)
-	}
-	if u.wire() == WireSSE {
-		// HTTP+SSE servers predate server/discover.
-		return u.initialize(ctx, gen, mcp.Legacy[0])
-	}
-	pctx, cancel := context.WithTimeout(ctx, min(probeTimeout, u.o.Timeout))
-	s, err = u.discover(pctx, gen)
-	cancel()
-	if err == nil || callerMustAct(err) {
-		return s, err
-	}
-	if ctx.Err() != nil {
-		return nil, err
-	}
-	u.log.Debug("server/discover probe failed; trying legacy initialize", "err", err)
-	return u.initializeOn(ctx, gen, mcp.Legacy[0])
-}
-
-// initializeOn is initialize and, with transport auto, the fallback the
-// specification describes: when Streamable HTTP refuses the POST (404,
-// 405), the HTTP+SSE transport on the same URL, kept only if its stream
-// opens.
-func (u *Upstream) initializeOn(ctx context.Context, gen uint64, version string) (*session, error) {
-	s, err := u.initialize(ctx, gen, version)
-	ac, ok := u.conn.(*autoConn)
-	if !ok || !oldTransport(err) || !ac.fallBack() {
-		return s, err
-	}
-	sseGen, rerr := u.conn.ready(ctx)
-	ac.settle(ctx, rerr == nil)
-	if rerr != nil {
-		return nil, fmt.Errorf("%w (and no HTTP+SSE stream there: %w)", err, rerr)
-	}
-	return u.initialize(ctx, sseGen, version)
-}
-
-// wire names the transport the upstream is spoken to over now.
-func (u *Upstream) wire() string {
-	switch c := u.conn.(type) {
-	case *stdioConn:
-		return "stdio"
-	case *sseConn:
-		return WireSSE
-	case *autoConn:
-		return c.wire()
-	}
-	return WireHTTP
-}
-
-// discover probes for a modern server.
-func (u *Upstream) discover(ctx context.Context, gen uint64) (*session, error) {
-	s := &session{Info: Info{Version: mcp.Version, Modern: true}, gen: gen}
-	params := u.params(ctx, s, &mcp.Request{Method: mcp.MethodDiscover, Meta: jsonrpc.Object{}})
-	msg, err := u.carry(ctx, &exchange{
-		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodDiscover, Params: params},
-		version: mcp.Version, gen: gen, idempotent: true,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if msg.Error != nil {
-		if msg.Error.Code == jsonrpc.CodeUnsupportedVersion && supports(msg.Error.Data, mcp.Version) {
-			// A modern server that rejected something else about the
-			// probe: it is modern all the same.
-			return s, nil
-		}
-		return nil, fmt.Errorf("server/discover: %w", msg.Error)
-	}
-	var r struct {
-		SupportedVersions []string                   `json:"supportedVersions"`
-		Capabilities      mcp.Capabilities           `json:"capabilities"`
-		Instructions      string                     `json:"instructions"`
-		Meta              map[string]json.RawMessage `json:"_meta"`
-	}
-	if err := json.Unmarshal(msg.Result, &r); err != nil {
-		return nil, fmt.Errorf("server/discover result: %w", err)
-	}
-	s.Instructions = r.Instructions
-	if !contains(r.SupportedVersions, mcp.Version) {
-		return nil, fmt.Errorf("server/discover: server supports %v, not %s", r.SupportedVersions, mcp.Version)
-	}
-	s.Capabilities, s.Versions = r.Capabilities, r.SupportedVersions
-	if raw, ok := r.Meta[mcp.MetaServerInfo]; ok {
-		_ = json.Unmarshal(raw, &s.ServerInfo)
-	}
-	return s, nil
-}
-
-// initialize runs the legacy handshake, offering version. Manifold can put
-// a legacy server's questions to the caller of the request that asks them
-// (it answers them itself when nobody can), so it says it takes them.
-func (u *Upstream) initialize(ctx context.Context, gen uint64, version string) (*session, error) {
-	return u.initializeAs(ctx, gen, version, json.RawMessage(`{"sampling":{},"elicitation":{}}`))
-}
-
-// initializeAs is initialize, declaring caps.
-func (u *Upstream) initializeAs(ctx context.Context, gen uint64, version string, caps json.RawMessage) (*session, error) {
-	params := jsonrpc.Object{}
-	_ = params.Set("protocolVersion", version)
-	params["capabilities"] = caps
-	_ = params.Set("clientInfo", u.o.ClientInfo)
-	msg, err := u.carry(ctx, &exchange{
-		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodInitialize, Params: params.Marshal()},
-		gen:     gen,
-		initial: true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("initialize: %w", err)
-	}
-	if msg.Error != nil {
-		return nil, fmt.Errorf("initialize: %w", msg.Error)
-	}
-	var r struct {
-		ProtocolVersion string             `json:"protocolVersion"`
-		Capabilities    mcp.Capabilities   `json:"capabilities"`
-		ServerInfo      mcp.Implementation `json:"serverInfo"`
-	}
-	if err := json.Unmarshal(msg.Result, &r); err != nil {
-		return nil, fmt.Errorf("initialize result: %w", err)
-	}
-	if !mcp.IsLegacy(r.ProtocolVersion) {
-		return nil, fmt.Errorf("initialize: server chose protocol %q, which Manifold does not speak", r.ProtocolVersion)
-	}
-	s := &session{
-		Info: Info{Version: r.ProtocolVersion, Capabilities: r.Capabilities, ServerInfo: r.ServerInfo},
-		id:   msg.sessionID, gen: gen,
-	}
-	init, _ := jsonrpc.Notification(mcp.NotifyInitialized, struct{}{})
-	if err := u.conn.send(ctx, s.exchangeFor(init)); err != nil {
-		return nil, fmt.Errorf("notifications/initialized: %w", err)
-	}
-	if s.Capabilities.Logging != nil {
-		u.logEverything(ctx, s)
-	}
-	return s, nil
-}
-
-// logEverything asks a legacy server to send log messages of every level
-// on the session Manifold shares among its callers, each of whom then gets
-// those at its own level (mcp.LogAllowed).
-func (u *Upstream) logEverything(ctx context.Context, s *session) {
-	params, _ := json.Marshal(map[string]string{"level": mcp.LogLevels[0]})
-	r, err := u.carry(ctx, &exchange{
-		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSetLevel, Params: params},
-		version: s.Version, session: s.id, gen: s.gen,
-	})
-	if err != nil || r.Error != nil {
-		u.log.Debug("upstream refused logging/setLevel", "err", err)
-	}
-}
-
-func (s *session) exchangeFor(raw []byte) *exchange {
-	var m jsonrpc.Message
-	_ = json.Unmarshal(raw, &m)
-	return &exchange{msg: m, version: s.Version, session: s.id, gen: s.gen}
-}
-
-// onServerMessage handles what the server sends besides its answers:
-// requests it makes of us (ping, and the questions of a call, which go to
-// that call's caller) and notifications (progress for a call, changes for
-// the hub).
-func (u *Upstream) onServerMessage(ctx context.Context, gen uint64, msg *jsonrpc.Message, ask mcp.Ask, reply replier) {
-	switch {
-	case msg.IsRequest() && msg.Method == mcp.MethodPing:
-		reply(&jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Result: json.RawMessage(`{}`)}, nil)
-	case msg.IsRequest() && mcp.Questions[msg.Method] != "":
-		u.question(ctx, gen, msg, ask, reply)
-	case msg.IsRequest():
-		reply(refusal(msg, "not supported by Manifold"), nil)
-	case msg.IsNotification() && msg.Method == mcp.NotifyProgress:
-		// Progress outside its call's own stream: a legacy session's GET
-		// stream, or stdout. A log message there names no request: dropped.
-		u.progress.deliver(msg)
-	case msg.IsNotification():
-		if ev, ok := eventOf(msg); ok {
-			u.emit(ev)
-		}
-	}
-}
-
-// question puts a server's question to the caller of the call it belongs
-// to: the call whose stream carried it (ask), or on a shared channel (of
-// generation gen) the one call it can be attributed to (see calls), whose
-// forwarded headers then go with the answer.
-func (u *Upstream) question(ctx context.Context, gen uint64, msg *jsonrpc.Message, ask mcp.Ask, reply replier) {
-	var header http.Header
-	if ask == nil {
-		c := u.calls.only(gen)
-		if c == nil {
-			reply(refusal(msg, u.unattributed()), nil)
-			return
-		}
-		ctx, ask, header = c.ctx, c.ask, c.header
-	}
-	go func() { reply(answerOf(ctx, msg, ask), header) }()
-}
-
-// unattributed says why a question on a shared channel was refused and,
-// on a stdio process that every caller shares, what gives each principal
-// one of its own, whose questions are that principal's.
-func (u *Upstream) unattributed() string {
-	const why = "no caller it can be attributed to can be asked"
-	if len(u.o.Command) == 0 || u.o.PerPrincipal {
-		return why
-	}
-	return fmt.Sprintf("%s: other calls are in flight on upstream %s's one process (per_principal: true runs a process per principal)", why, u.o.Name)
-}
-
-// askContained is ask, a panic in it (on the goroutine of the question, not
-// of any request) being its error.
-func askContained(ctx context.Context, q *jsonrpc.Message, ask mcp.Ask) (res json.RawMessage, err error) {
-	defer panics.Recover(&err)
-	return ask(ctx, q)
-}
-
-func refusal(msg *jsonrpc.Message, why string) *jsonrpc.Message {
-	return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Error: jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "%s: %s", msg.Method, why)}
-}
-
-// answerOf puts the server's question to the caller and makes the answer
-// the server's response.
-func answerOf(ctx context.Context, q *jsonrpc.Message, ask mcp.Ask) *jsonrpc.Message {
-	res, err := askContained(ctx, q, ask)
-	if err != nil {
-		var rpcErr *jsonrpc.Error
-		if !errors.As(err, &rpcErr) {
-			rpcErr = jsonrpc.Errorf(jsonrpc.CodeInternalError, "the caller did not answer: %v", err)
-		}
-		return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: q.ID, Error: rpcErr}
-	}
-	return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: q.ID, Result: res}
-}
-
-// StartWatching keeps a subscription on the upstream from now until Close:
-// list changes always, and the URIs given to Watch. Events go to
-// Options.OnEvent. While the server is down it is also probed, every
-// Options.ProbeInterval (probe.go). A server reached per principal is
-// probed only: there is no caller to watch as.
-func (u *Upstream) StartWatching() {
-	ctx, cancel := context.WithCancel(context.Background())
-	u.stopWatch = cancel
-	u.watchDone = make(chan struct{})
-	var loops sync.WaitGroup
-	if !u.o.PerPrincipal {
-		u.w.watching.Store(true)
-		loops.Go(func() { u.watchLoop(ctx) })
-	}
-	loops.Go(func() { u.probeLoop(ctx) })
-	go func() {
-		loops.Wait()
-		close(u.watchDone)
-	}()
-}
-
-// endSession tells a legacy HTTP server, in the background, that a session
-// Manifold stopped using is over, so sessions are not left behind.
-func (u *Upstream) endSession(s *session) {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		u.endSessionNow(ctx, s)
-	}()
-}
-
-// endSessionNow ends s at a legacy HTTP server (DELETE) within ctx, as the
-// principal that opened it toward a server reached per principal (only its
-// token may end it); a principal's own process ends with its session.
-func (u *Upstream) endSessionNow(ctx context.Context, s *session) {
-	if sc, ok := u.conn.(*stdioConn); ok {
-		sc.end(s.gen)
-		return
-	}
-	hc, ok := u.conn.(*httpConn)
-	if ac, auto := u.conn.(*autoConn); auto {
-		hc, ok = ac.c().(*httpConn) // not over the HTTP+SSE fallback
-	}
-	if !ok || s.id == "" {
-		return
-	}
-	if s.as != nil {
-		ctx = s.as(ctx)
-	}
-	_ = hc.deleteSession(ctx, s.id)
-}
-
-// Retire closes the upstream once the calls under way have ended (a
-// reload removed or replaced it, and new requests no longer reach it), or
-// when ctx ends, whichever comes first.
-func (u *Upstream) Retire(ctx context.Context) error {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for u.inflight.Load() > 0 {
-		select {
-		case <-ctx.Done():
-			u.log.Warn("closing a retired upstream with calls still under way", "calls", u.inflight.Load())
-			return u.Close(context.WithoutCancel(ctx))
-		case <-t.C:
-		}
-	}
-	return u.Close(ctx)
-}
-
-// Close ends the session (DELETE for legacy HTTP) and stops a stdio process.
-func (u *Upstream) Close(ctx context.Context) error {
-	if u.stopWatch != nil {
-		u.stopWatch()
-		<-u.watchDone
-		u.w.settled.release() // no watch is coming: a late call has none to wait for
-	}
-	u.mu.Lock()
-	s := u.sess
-	u.sess = nil
-	eras := u.eras
-	u.eras = nil
-	own := u.own
-	u.own, u.closed = nil, true // no session kept after these
-	u.mu.Unlock()
-	// Ended before Close returns, a few at a time and within endingTime: a
-	// server must not keep sessions no one will use, and a process
-	// stopping must not leave requests behind, nor wait long on a server
-	// (or an authorization server) that does not answer.
-	ectx, cancel := context.WithTimeout(ctx, endingTime)
-	defer cancel()
-	var ending errgroup.Group
-	ending.SetLimit(16)
-	for _, ls := range eras {
-		ending.Go(func() error { u.endSessionNow(ectx, ls); return nil })
-	}
-	for _, o := range own {
-		ending.Go(func() error { u.endSessionNow(ectx, o.s); return nil })
-	}
-	_ = ending.Wait()
-	sid := ""
-	if s != nil {
-		sid = s.id
-		if u.perPrincipal(s) {
-			sid = "" // its negotiator's own session, ended with the others
-		}
-	}
-	return u.conn.close(ctx, sid)
 }
 
 func supports(data json.RawMessage, version string) bool {

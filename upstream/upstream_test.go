@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 	"io"
 	"log/slog"
 	"net"
@@ -102,7 +103,7 @@ func eventually(t *testing.T, d time.Duration, what string, f func() bool) {
 }
 
 func readPID(ctx context.Context, u *Upstream) (string, error) {
-	resp, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://pid")}, Meta: jsonrpc.Object{}})
+	resp, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://pid")}, Meta: jsonrpc.Object{}}, How{})
 	if err != nil {
 		return "", err
 	}
@@ -221,7 +222,7 @@ func TestRetries(t *testing.T) {
 		t.Fatalf("read past the retries: err %v (unreachable %v), %d attempts", err, Unreachable(err), reads.Load())
 	}
 	failures.Store(1)
-	_, err = u.Call(context.Background(), &mcp.Request{Method: "tools/call", Params: jsonrpc.Object{"name": jsonrpc.Quote("x")}, Meta: jsonrpc.Object{}})
+	_, err = u.Call(context.Background(), &mcp.Request{Method: "tools/call", Params: jsonrpc.Object{"name": jsonrpc.Quote("x")}, Meta: jsonrpc.Object{}}, How{})
 	var se *StatusError
 	if !errors.As(err, &se) || se.Status != 503 || calls.Load() != 1 {
 		t.Fatalf("tools/call after a 503: %v, %d attempts (want 1)", err, calls.Load())
@@ -291,7 +292,7 @@ func TestUnreachableClassification(t *testing.T) {
 		{wrap(syscall.ECONNRESET), true},
 		{wrap(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), true},
 		{wrap(context.DeadlineExceeded), true},
-		{wrap(errProcessExited), true},
+		{wrap(transport.ErrProcessExited), true},
 		{wrap(&StatusError{Status: 503}), true},
 		{wrap(syscall.EACCES), false},
 		{wrap(syscall.EINVAL), false},
@@ -431,7 +432,7 @@ func heldServer(t *testing.T, legacyServer bool) (srv *httptest.Server, release 
 }
 
 func readA(ctx context.Context, u *Upstream) error {
-	_, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://a")}, Meta: jsonrpc.Object{}})
+	_, err := u.Call(ctx, &mcp.Request{Method: mcp.MethodResourcesRead, Params: jsonrpc.Object{"uri": jsonrpc.Quote("test://a")}, Meta: jsonrpc.Object{}}, How{})
 	return err
 }
 
@@ -644,16 +645,16 @@ func TestStdioWatchEndsWithTheExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	params := u.params(ctx, s, &mcp.Request{Method: mcp.MethodSubscriptions, Params: p})
-	listen := &exchange{msg: jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSubscriptions, Params: params}, version: s.Version, gen: s.gen}
+	listen := &transport.Exchange{Msg: jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSubscriptions, Params: params}, Version: s.Version, Gen: s.gen}
 	// The child is killed only once both watch it: the listen
 	// acknowledged, the stream opened.
 	ended := map[string]chan error{"listen": make(chan error, 1), "stream": make(chan error, 1)}
 	acked, opened := make(chan struct{}), make(chan struct{})
 	var ack sync.Once
 	go func() {
-		ended["listen"] <- u.conn.listen(ctx, listen, func(*jsonrpc.Message) { ack.Do(func() { close(acked) }) })
+		ended["listen"] <- u.conn.Listen(ctx, listen, func(*jsonrpc.Message) { ack.Do(func() { close(acked) }) })
 	}()
-	go func() { ended["stream"] <- u.conn.stream(ctx, s, func() { close(opened) }) }()
+	go func() { ended["stream"] <- u.conn.Stream(ctx, s.ref(), func() { close(opened) }) }()
 	for name, ready := range map[string]chan struct{}{"listen": acked, "stream": opened} {
 		select {
 		case <-ready:
@@ -668,7 +669,7 @@ func TestStdioWatchEndsWithTheExit(t *testing.T) {
 	for name, ch := range ended {
 		select {
 		case err := <-ch:
-			if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, errSessionGone) {
+			if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, transport.ErrSessionGone) {
 				t.Errorf("%s ended with %v; want a session gone naming %q", name, err, want)
 			}
 		case <-time.After(10 * time.Second):
@@ -718,7 +719,7 @@ func watchSSEStream(t *testing.T, u *Upstream, end func()) uint64 {
 		t.Fatal(err)
 	}
 	ended, watching := make(chan error, 1), make(chan struct{})
-	go func() { ended <- u.conn.stream(context.Background(), s, func() { close(watching) }) }()
+	go func() { ended <- u.conn.Stream(context.Background(), s.ref(), func() { close(watching) }) }()
 	select {
 	case <-watching:
 	case err := <-ended:
@@ -727,7 +728,7 @@ func watchSSEStream(t *testing.T, u *Upstream, end func()) uint64 {
 	end()
 	select {
 	case err := <-ended:
-		if want := fmt.Sprintf("SSE stream %d ended", s.gen); err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, errSessionGone) {
+		if want := fmt.Sprintf("SSE stream %d ended", s.gen); err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, transport.ErrSessionGone) {
 			t.Errorf("the stream's watch ended with %v; want a session gone naming %q", err, want)
 		}
 	case <-time.After(10 * time.Second):

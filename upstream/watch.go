@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -243,7 +244,7 @@ func (u *Upstream) watchLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, errSessionGone) {
+		if errors.Is(err, transport.ErrSessionGone) {
 			u.forget(s)
 		}
 		u.w.mu.Lock()
@@ -259,7 +260,7 @@ func (u *Upstream) watchLoop(ctx context.Context) {
 			}
 			delay = watchMax
 		} else {
-			u.health.failure(err)
+			u.health.Failure(err)
 			u.log.Debug("upstream watch down; retrying", "err", err, "in", delay)
 		}
 		select {
@@ -338,9 +339,9 @@ func (u *Upstream) openListen(ctx context.Context, s *session, f mcp.Subscriptio
 			return
 		}
 		params := u.params(ctx, s, &mcp.Request{Method: mcp.MethodSubscriptions, Params: p})
-		ls.err = u.conn.listen(lctx, &exchange{
-			msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSubscriptions, Params: params},
-			version: s.Version, gen: s.gen,
+		ls.err = u.conn.Listen(lctx, &transport.Exchange{
+			Msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSubscriptions, Params: params},
+			Version: s.Version, Gen: s.gen,
 		}, deliver)
 	}()
 	return ls
@@ -416,7 +417,7 @@ func (u *Upstream) watchModern(ctx context.Context, s *session) error {
 		case <-u.w.changed:
 		case <-retry:
 		case <-done:
-			if cur.err == nil || errors.Is(cur.err, errGracefulClose) {
+			if cur.err == nil || errors.Is(cur.err, transport.ErrGracefulClose) {
 				return errors.New("the upstream closed the subscription")
 			}
 			return cur.err
@@ -446,10 +447,6 @@ func (u *Upstream) replaceListen(ctx context.Context, s *session, cur *listenStr
 	}
 	return next, nil
 }
-
-// errGracefulClose is a listen answered by its response: the server ended
-// the subscription on purpose (it is shutting down, say).
-var errGracefulClose = errors.New("subscription closed by the server")
 
 func (u *Upstream) watchLegacy(ctx context.Context, s *session) error {
 	subscribed := map[string]bool{}
@@ -499,8 +496,8 @@ func (u *Upstream) legacyStream(ctx context.Context, s *session) (open <-chan st
 	opened, ended := newLatch(), make(chan error, 1)
 	markOpen := func() { opened.release() }
 	go func() {
-		err := u.conn.stream(ctx, s, markOpen)
-		if errors.Is(err, errNoStream) {
+		err := u.conn.Stream(ctx, s.ref(), markOpen)
+		if errors.Is(err, transport.ErrNoStream) {
 			// Nothing to watch for drops; notifications may still ride
 			// on responses.
 			u.log.Debug("upstream offers no notification stream")
@@ -547,9 +544,9 @@ func (u *Upstream) legacySubscribe(ctx context.Context, s *session, method, uri 
 	cctx, cancel := context.WithTimeout(ctx, u.o.Timeout)
 	defer cancel()
 	params := u.params(ctx, s, &mcp.Request{Method: method, Params: jsonrpc.Object{"uri": jsonrpc.Quote(uri)}})
-	r, err := u.carry(cctx, &exchange{
-		msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: method, Params: params},
-		version: s.Version, session: s.id, gen: s.gen,
+	r, err := u.carry(cctx, &transport.Exchange{
+		Msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: method, Params: params},
+		Version: s.Version, Session: s.id, Gen: s.gen,
 	})
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, uri, err)

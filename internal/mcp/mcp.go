@@ -183,13 +183,6 @@ type Request struct {
 	// session's), "" for a 2026-07-28 caller: an upstream that speaks it
 	// too may be asked in it.
 	CallerVersion string
-	// Shared marks a request whose answer a cache keeps although its
-	// method's answers are not cached (a tool call under a tool cache):
-	// it is answered whole, in the modern era, for callers of every era.
-	Shared bool
-	// Uncached marks a request of a cacheable method that no cache keeps
-	// (the process has no cache tier): its answer is its caller's alone.
-	Uncached bool
 	// Shape, when set, is shared by every request of this one's shape (the
 	// same bytes and headers but the id, as a frontend tells them): what
 	// serving one of them taught the router, for the next.
@@ -219,13 +212,6 @@ func (s *Shape) SetPlan(plan any) {
 // Shaped reports whether a request of method is worth its Shape: only a
 // read gets a plan (the router's replay), so a frontend tells no other's.
 func Shaped(method string) bool { return method == MethodResourcesRead }
-
-// Unshared reports whether r's answer is its legacy caller's alone: no
-// cache keeps it, so it may be asked and answered in the caller's own
-// revision, as the upstream sent it.
-func (r *Request) Unshared() bool {
-	return r.CallerVersion != "" && (r.Uncached || !Cacheable(r.Method)) && !r.Shared
-}
 
 // Ask puts a server-to-client request to the caller of a request and
 // returns its result; an error is the caller's refusal or absence.

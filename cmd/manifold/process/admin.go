@@ -207,7 +207,6 @@ type upstreamReadiness struct {
 // traffic, one that lacks an optional upstream still serves the rest. It
 // names the upstreams a sees.
 func (p *Process) readiness(a audience) readiness {
-	required := *p.required.Load()
 	r := readiness{Ready: true, Upstreams: map[string]upstreamReadiness{}}
 	some := false
 	for _, u := range p.upstreams.Load().All() {
@@ -216,13 +215,13 @@ func (p *Process) readiness(a audience) readiness {
 		// reached is not down.
 		ready := st.State == upstream.Ready || (u.PerPrincipal() && st.State == upstream.Connecting)
 		some = some || ready
-		if required[u.Name()] && !ready {
+		if u.Required() && !ready {
 			r.Ready = false
 		}
 		if !a.sees(u.Name()) {
 			continue
 		}
-		r.Upstreams[u.Name()] = upstreamReadiness{State: st.State.String(), Protocol: st.Protocol, Transport: st.Transport, Required: required[u.Name()]}
+		r.Upstreams[u.Name()] = upstreamReadiness{State: st.State.String(), Protocol: st.Protocol, Transport: st.Transport, Required: u.Required()}
 	}
 	r.Ready = r.Ready && some
 	return r

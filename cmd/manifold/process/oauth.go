@@ -19,7 +19,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,8 +32,9 @@ import (
 	"github.com/manifold-mcp/manifold/upstream"
 )
 
-// oauthClients are the OAuth clients of the upstreams that have one, by
-// upstream name, and what they share: the store (Redis when the cache has
+// oauthClients make the OAuth clients of the upstreams that have one (each
+// client then lives in the set of upstreams, Options.OAuth), and hold what
+// they share: the store (Redis when the cache has
 // it, so that a callback reaching any replica finds its authorization, and
 // every replica the tokens) and the secret that seals what it holds.
 type oauthClients struct {
@@ -53,8 +53,9 @@ type oauthClients struct {
 	pages               *ratelimit.Limiter
 	callbacks, connects *outage.Summary
 
-	mu      sync.Mutex
-	clients map[string]*oauth.Client
+	// clientOf is the OAuth client of the upstream called name in the
+	// current set, nil if none (the process sets it with the registry).
+	clientOf func(name string) *oauth.Client
 
 	// connected is told of each consent completed (the process sets it
 	// before it serves: the hub tells the principal's streams).
@@ -66,7 +67,7 @@ type oauthClients struct {
 var pageLimit = ratelimit.Limit{Rate: 1, Burst: 20}
 
 func newOAuthClients(cfg *config.Config, base string, log *slog.Logger) (*oauthClients, error) {
-	o := &oauthClients{base: base, store: oauth.NewMemoryStore(), secret: oauthSecret(cfg), log: log, clients: map[string]*oauth.Client{},
+	o := &oauthClients{base: base, store: oauth.NewMemoryStore(), secret: oauthSecret(cfg), log: log,
 		pages:     ratelimit.New("oauth page", pageLimit, ratelimit.Shared{}),
 		callbacks: &outage.Summary{Log: log, Subject: "oauth callback"},
 		connects:  &outage.Summary{Log: log, Subject: "oauth consent page"}}
@@ -101,14 +102,8 @@ func tellHub(h *hub.Hub) func(upstream, principal string) {
 	}
 }
 
-// ui is what /ui shows of upstream's OAuth client, nil if it has none.
-func (c *oauthClients) ui(upstream string) *uiOAuth {
-	if c == nil {
-		return nil
-	}
-	c.mu.Lock()
-	client := c.clients[upstream]
-	c.mu.Unlock()
+// uiOf is what /ui shows of an upstream's OAuth client, nil if it has none.
+func uiOf(client *oauth.Client) *uiOAuth {
 	if client == nil {
 		return nil
 	}
@@ -145,16 +140,9 @@ func (c *oauthClients) keepIn(cfg *config.Config, dir string) {
 // grants its store has not taken.
 const closeTimeout = 2 * time.Second
 
-// close closes every client and the store's Redis client.
+// close closes the store's Redis client; the clients closed with their
+// upstreams before (closeAll).
 func (c *oauthClients) close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	for name, old := range c.clients {
-		old.Close(ctx)
-		delete(c.clients, name)
-	}
 	if c.rdb != nil {
 		return c.rdb.Close()
 	}
@@ -174,11 +162,11 @@ func oauthSecret(cfg *config.Config) []byte {
 	return m.Sum(nil)
 }
 
-// wire makes o's upstream an OAuth client's: its requests go through the
-// client, and (mode user) per principal.
+// wire makes o's upstream an OAuth client's: its requests go through a
+// new client, kept in o (and so in the set the upstream goes into), and
+// (mode user) per principal.
 func (c *oauthClients) wire(uc config.Upstream, o *upstream.Options) error {
 	if uc.OAuth == nil {
-		c.forget(uc.Name)
 		return nil
 	}
 	key, err := privateKey(uc.OAuth.PrivateKeyFile)
@@ -198,19 +186,9 @@ func (c *oauthClients) wire(uc config.Upstream, o *upstream.Options) error {
 		},
 		TokenEndpoint: uc.OAuth.TokenEndpoint, Audience: uc.OAuth.Audience, IdP: idpOf(uc.OAuth), AssertionFile: uc.OAuth.AssertionFile,
 	}, c.secret)
-	o.Authorize = client.Transport
+	o.Authorize, o.OAuth = client.Transport, client
 	if client.PerPrincipal() {
 		o.PerPrincipal, o.KeyByPrincipal = true, true
-	}
-	c.mu.Lock()
-	old := c.clients[uc.Name]
-	c.clients[uc.Name] = client
-	c.mu.Unlock()
-	if old != nil {
-		// The same OAuth configuration keeps its grants, those the store
-		// has not taken yet included; another one starts afresh.
-		client.TakeOver(old)
-		closeClient(old)
 	}
 	return nil
 }
@@ -228,17 +206,6 @@ func closeClient(old *oauth.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	old.Close(ctx)
-}
-
-// forget drops the client of an upstream that no longer has one.
-func (c *oauthClients) forget(name string) {
-	c.mu.Lock()
-	old := c.clients[name]
-	delete(c.clients, name)
-	c.mu.Unlock()
-	if old != nil {
-		closeClient(old)
-	}
 }
 
 // privateKey reads a PEM private key (PKCS #8, PKCS #1 or SEC 1).
@@ -278,9 +245,7 @@ func (c *oauthClients) callback(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	q := r.URL.Query()
 	name, ok := oauth.PendingUpstream(ctx, c.store, c.secret, q.Get("state"))
-	c.mu.Lock()
-	client := c.clients[name]
-	c.mu.Unlock()
+	client := c.clientOf(name)
 	err := oauth.ErrUnknownState
 	if ok && client != nil {
 		err = client.Callback(ctx, q)
@@ -384,9 +349,7 @@ func addressOf(r *http.Request) string {
 // its upstream.
 func (c *oauthClients) connection(ctx context.Context, state string) (*oauth.Connection, error) {
 	name, ok := oauth.PendingUpstream(ctx, c.store, c.secret, state)
-	c.mu.Lock()
-	client := c.clients[name]
-	c.mu.Unlock()
+	client := c.clientOf(name)
 	if !ok || client == nil {
 		return nil, oauth.ErrUnknownState
 	}

@@ -71,6 +71,7 @@ func (p *Process) newUpstream(uc config.Upstream) (*upstream.Upstream, error) {
 func upstreamOptions(uc config.Upstream, credentials []string) (upstream.Options, error) {
 	o := upstream.Options{
 		Name:           uc.Name,
+		Required:       uc.Required,
 		URL:            uc.URL,
 		Wire:           uc.Transport,
 		Header:         http.Header{},

@@ -30,6 +30,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/namespace"
+	"github.com/manifold-mcp/manifold/internal/oauth"
 	"github.com/manifold-mcp/manifold/internal/servertls"
 	"github.com/manifold-mcp/manifold/merge"
 	"github.com/manifold-mcp/manifold/router"
@@ -61,7 +62,6 @@ type Process struct {
 	admin     *http.Server // nil without admin.listen
 	reloadMu  sync.Mutex   // one reload at a time; guards cfg's upstreams and started
 	started   context.Context
-	required  atomic.Pointer[map[string]bool] // upstream → required, read without reloadMu
 	readyMu   sync.Mutex
 	readyLast string // the readiness last logged
 
@@ -81,7 +81,6 @@ func New(cfg *config.Config, log *slog.Logger) (*Process, error) {
 // of manifold stdio's pages (nil for serve, which serves them on listen).
 func build(cfg *config.Config, log *slog.Logger, base string, pages net.Listener) (*Process, error) {
 	p := &Process{cfg: cfg, log: log, started: context.Background(), base: base, pages: pages, local: localPrincipal(cfg)}
-	p.setRequired(cfg.Upstreams)
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration: " + w.String())
 	}
@@ -95,6 +94,12 @@ func build(cfg *config.Config, log *slog.Logger, base string, pages net.Listener
 		return nil, err
 	}
 	p.upstreams = upstream.NewRegistry(ups)
+	p.oauth.clientOf = func(name string) *oauth.Client {
+		if u := p.upstreams.Load().Get(name); u != nil {
+			return u.OAuth()
+		}
+		return nil
+	}
 	co, err := cacheOptions(cfg, log)
 	if err == nil {
 		p.views, err = newViews(cfg.Endpoints)
@@ -339,15 +344,6 @@ func (p *Process) start(ctx context.Context) int {
 	return len(all)
 }
 
-// setRequired records which upstreams readiness waits for.
-func (p *Process) setRequired(ucs []config.Upstream) {
-	required := make(map[string]bool, len(ucs))
-	for _, uc := range ucs {
-		required[uc.Name] = uc.Required
-	}
-	p.required.Store(&required)
-}
-
 // startUpstreams keeps each of ups watched, and negotiates with each
 // early, so the first request does not pay for it and a misconfigured
 // upstream shows in the log at once (its health record logs the failure).
@@ -434,13 +430,17 @@ func (p *Process) closeUpstreams(ctx context.Context) {
 	closeAll(ctx, p.upstreams.Load().All(), p.log)
 }
 
-// closeAll closes ups in parallel and waits for them.
+// closeAll closes ups in parallel, each then its OAuth client, and waits
+// for them.
 func closeAll(ctx context.Context, ups []*upstream.Upstream, log *slog.Logger) {
 	done := make(chan struct{}, len(ups))
 	for _, u := range ups {
 		go func() {
 			if err := u.Close(ctx); err != nil {
 				log.Warn("closing upstream", "upstream", u.Name(), "err", err)
+			}
+			if c := u.OAuth(); c != nil {
+				closeClient(c)
 			}
 			done <- struct{}{}
 		}()

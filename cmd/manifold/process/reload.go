@@ -52,14 +52,31 @@ func (p *Process) Reload(ctx context.Context) error {
 	return nil
 }
 
-// swapUpstreams makes ucs the served upstreams.
+// swapUpstreams makes ucs the served upstreams, in three steps: build the
+// new set, swap it in, retire what of the old one it does not hold.
 func (p *Process) swapUpstreams(ctx context.Context, ucs []config.Upstream) error {
 	old := p.upstreams.Load()
+	next, fresh, err := p.buildSet(ctx, old, ucs)
+	if err != nil {
+		return err
+	}
+	p.upstreams.Swap(next) // the hub and the cache follow inside (Registry.OnSwap)
+	p.startUpstreams(p.started, fresh)
+	p.retireSet(old, next)
+	go p.noteReadiness()
+	return nil
+}
+
+// buildSet makes the set of ucs, keeping the upstreams of old whose
+// configuration is unchanged (and the listen streams they carry), and
+// building the others, which it returns as fresh. Nothing is served from it
+// yet: on a failure the fresh ones are closed, and old goes on.
+func (p *Process) buildSet(ctx context.Context, old *upstream.Set, ucs []config.Upstream) (next *upstream.Set, fresh []*upstream.Upstream, err error) {
 	was := map[string]config.Upstream{}
 	for _, uc := range p.cfg.Upstreams {
 		was[uc.Name] = uc
 	}
-	var ups, fresh []*upstream.Upstream
+	var ups []*upstream.Upstream
 	var added, changed, unchanged []string
 	for _, uc := range ucs {
 		prev, existed := was[uc.Name]
@@ -71,7 +88,7 @@ func (p *Process) swapUpstreams(ctx context.Context, ucs []config.Upstream) erro
 		u, err := p.newUpstream(uc)
 		if err != nil {
 			closeAll(ctx, fresh, p.log)
-			return err
+			return nil, nil, err
 		}
 		ups, fresh = append(ups, u), append(fresh, u)
 		if existed {
@@ -80,25 +97,45 @@ func (p *Process) swapUpstreams(ctx context.Context, ucs []config.Upstream) erro
 			added = append(added, uc.Name)
 		}
 	}
-	next := upstream.NewSet(ups)
-	p.setRequired(ucs)
-	p.upstreams.Swap(next) // the hub and the cache follow inside (Registry.OnSwap)
-	p.startUpstreams(p.started, fresh)
-	var retired []*upstream.Upstream
+	p.log.Info("configuration reloaded", "added", added, "removed", removedFrom(old, ucs), "changed", changed, "unchanged", unchanged)
+	return upstream.NewSet(ups), fresh, nil
+}
+
+// removedFrom names the upstreams of old that ucs does not configure.
+func removedFrom(old *upstream.Set, ucs []config.Upstream) []string {
+	kept := map[string]bool{}
+	for _, uc := range ucs {
+		kept[uc.Name] = true
+	}
 	var removed []string
+	for _, name := range old.Names() {
+		if !kept[name] {
+			removed = append(removed, name)
+		}
+	}
+	return removed
+}
+
+// retireSet retires what of old next does not hold: each upstream once its
+// calls under way have ended, and its OAuth client at once, whose grants
+// the client of the upstream that replaced it takes over when its OAuth
+// configuration is the same (a new one starts afresh).
+func (p *Process) retireSet(old, next *upstream.Set) {
+	var retired []*upstream.Upstream
 	for _, u := range old.All() {
-		if next.Get(u.Name()) != u {
-			retired = append(retired, u)
-			if next.Get(u.Name()) == nil {
-				removed = append(removed, u.Name())
-				p.oauth.forget(u.Name())
+		n := next.Get(u.Name())
+		if n == u {
+			continue
+		}
+		retired = append(retired, u)
+		if c := u.OAuth(); c != nil {
+			if n != nil && n.OAuth() != nil {
+				n.OAuth().TakeOver(c)
 			}
+			closeClient(c)
 		}
 	}
 	go p.retire(retired)
-	go p.noteReadiness()
-	p.log.Info("configuration reloaded", "added", added, "removed", removed, "changed", changed, "unchanged", unchanged)
-	return nil
 }
 
 // revalidateReplaced makes stale the cached answers of every upstream a

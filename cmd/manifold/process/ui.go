@@ -101,7 +101,7 @@ func (p *Process) state(a audience) uiState {
 		if !us.LastErrAt.IsZero() {
 			row.LastErrAt = us.LastErrAt.UTC().Format(time.RFC3339)
 		}
-		row.OAuth = p.oauth.ui(u.Name())
+		row.OAuth = uiOf(u.OAuth())
 		s.Upstreams = append(s.Upstreams, row)
 	}
 	s.Cache = ratios(mem, red, total)

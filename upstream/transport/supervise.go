@@ -1,4 +1,4 @@
-package upstream
+package transport
 
 import (
 	"context"
@@ -138,14 +138,14 @@ func (s *supervisor[C]) ready(ctx context.Context) (uint64, error) {
 		select {
 		case <-up:
 		case <-ctx.Done():
-			return 0, fmt.Errorf("%w: %w", errChannelWait, ctx.Err())
+			return 0, fmt.Errorf("%w: %w", ErrChannelWait, ctx.Err())
 		}
 	}
 }
 
-// errChannelWait is a call that gave up waiting for a channel still being
+// ErrChannelWait is a call that gave up waiting for a channel still being
 // opened.
-var errChannelWait = errors.New("waiting for the upstream's channel")
+var ErrChannelWait = errors.New("waiting for the upstream's channel")
 
 // alive reports whether gen is the open channel's generation.
 func (s *supervisor[C]) alive(gen uint64) bool {

@@ -1,4 +1,4 @@
-package upstream
+package transport
 
 import (
 	"bufio"
@@ -34,14 +34,14 @@ const stopGrace = 2 * time.Second
 type stdioConn struct {
 	o      Options
 	log    *slog.Logger
-	onMsg  onMessage
-	health *health
+	onMsg  OnMessage
+	health Health
 	sup    supervisor[*process] // the one process, unless run per principal
 	kids   *children            // a process per principal (children.go), or nil
 }
 
-// errProcessExited: the child died with the call in flight.
-var errProcessExited = errors.New("process exited before answering")
+// ErrProcessExited: the child died with the call in flight.
+var ErrProcessExited = errors.New("process exited before answering")
 
 // errRestarting: the child died and waits out its restart backoff; calls
 // fail at once rather than wait for it.
@@ -54,8 +54,8 @@ type process struct {
 	stdin *os.File
 	wmu   sync.Mutex
 
+	pending pending
 	pmu     sync.Mutex
-	pending map[string]*pendingCall
 	listens map[string]*listening // subscriptions/listen in flight, by request id
 
 	started time.Time
@@ -79,11 +79,7 @@ type listening struct {
 	closed  chan struct{} // closed when the server answers the listen (graceful closure)
 }
 
-type pendingCall struct {
-	reply chan *jsonrpc.Message
-}
-
-func newStdioConn(o Options, log *slog.Logger, onMsg onMessage, h *health) (*stdioConn, error) {
+func newStdioConn(o Options, log *slog.Logger, onMsg OnMessage, h Health) (*stdioConn, error) {
 	if _, err := exec.LookPath(o.Command[0]); err != nil {
 		return nil, fmt.Errorf("command: %w", err)
 	}
@@ -100,9 +96,9 @@ func newStdioConn(o Options, log *slog.Logger, onMsg onMessage, h *health) (*std
 		ended: func(p *process) <-chan struct{} { return p.exited },
 		stop:  c.terminate,
 		failed: func(_ uint64, err error) {
-			c.health.failure(fmt.Errorf("%w: %w", errNotStarted, err))
+			c.health.Failure(fmt.Errorf("%w: %w", errNotStarted, err))
 		},
-		lost: func(p *process, _ time.Duration) { c.health.failure(p.exit) },
+		lost: func(p *process, _ time.Duration) { c.health.Failure(p.exit) },
 		down: errRestarting,
 	}
 	c.sup.start()
@@ -125,31 +121,27 @@ func (e *exitError) Error() string {
 	return msg
 }
 
-func (e *exitError) Unwrap() error { return errProcessExited }
+func (e *exitError) Unwrap() error { return ErrProcessExited }
 
 // errNotStarted: the child could not be started (its program cannot run).
 var errNotStarted = errors.New("process failed to start")
 
 // passedEnv are the variables of Manifold's environment a child gets
-// without inherit_env: what a program needs to find others, its home,
+// what a program needs to find others, its home,
 // its language and a scratch folder. Anything else may be a secret the
 // configuration read as ${VAR}.
 var passedEnv = []string{"PATH", "HOME", "LANG", "TMPDIR"}
 
-// environment is a child's environment: o.Env over parent (KEY=VALUE),
-// all of it with o.InheritEnv or only passedEnv otherwise. A later entry
-// wins.
+// environment is a child's environment: o.Env over the passedEnv part of
+// parent (KEY=VALUE). A later entry wins.
 func environment(o Options, parent []string) []string {
-	env := parent
-	if !o.InheritEnv {
-		env = nil
-		for _, kv := range parent {
-			if k, _, _ := strings.Cut(kv, "="); slices.Contains(passedEnv, k) {
-				env = append(env, kv)
-			}
+	var env []string
+	for _, kv := range parent {
+		if k, _, _ := strings.Cut(kv, "="); slices.Contains(passedEnv, k) {
+			env = append(env, kv)
 		}
 	}
-	return append(slices.Clip(env), o.Env...)
+	return append(env, o.Env...)
 }
 
 func (c *stdioConn) start(gen uint64) (*process, error) {
@@ -163,8 +155,8 @@ func (c *stdioConn) start(gen uint64) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &process{gen: gen, cmd: cmd, stdin: stdin, pending: map[string]*pendingCall{}, listens: map[string]*listening{}, started: time.Now(), exited: make(chan struct{})}
-	if !c.health.failing() {
+	p := &process{gen: gen, cmd: cmd, stdin: stdin, listens: map[string]*listening{}, started: time.Now(), exited: make(chan struct{})}
+	if !c.health.Failing() {
 		c.log.Info("upstream process started", "pid", cmd.Process.Pid, "generation", gen)
 	}
 	readDone := make(chan struct{})
@@ -187,7 +179,7 @@ func (c *stdioConn) start(gen uint64) (*process, error) {
 		stdin.Close()
 		_ = stderr.SetReadDeadline(time.Now().Add(time.Second))
 		p.exit = &exitError{pid: cmd.Process.Pid, state: cmd.ProcessState.String(), ran: time.Since(p.started), lastWords: p.lastWords()}
-		p.failPending()
+		p.pending.fail()
 		close(p.exited)
 	}()
 	return p, nil
@@ -239,7 +231,7 @@ func (c *stdioConn) logStderr(p *process, r io.Reader) {
 			p.pmu.Lock()
 			p.said = string(line[:min(len(line), 512)])
 			p.pmu.Unlock()
-			if !c.health.failing() {
+			if !c.health.Failing() {
 				c.log.Info("upstream stderr", "line", string(line))
 			}
 		}
@@ -295,15 +287,11 @@ func (c *stdioConn) dispatch(p *process, line []byte) {
 	}
 	switch {
 	case m.IsResponse():
+		p.pending.answer(m)
 		p.pmu.Lock()
-		pc := p.pending[string(m.ID)]
-		delete(p.pending, string(m.ID))
 		ended := p.listens[string(m.ID)]
 		delete(p.listens, string(m.ID))
 		p.pmu.Unlock()
-		if pc != nil {
-			pc.reply <- m
-		}
 		if ended != nil {
 			close(ended.closed)
 		}
@@ -344,15 +332,6 @@ func (p *process) write(b []byte) error {
 	return nil
 }
 
-func (p *process) failPending() {
-	p.pmu.Lock()
-	defer p.pmu.Unlock()
-	for id, pc := range p.pending {
-		close(pc.reply)
-		delete(p.pending, id)
-	}
-}
-
 func (c *stdioConn) current() *process {
 	p, _ := c.sup.current()
 	return p
@@ -371,19 +350,39 @@ func (c *stdioConn) on(gen uint64) (*process, func()) {
 	return p, func() {}
 }
 
-// ready waits for the process and returns its generation; run per
+// Ready waits for the process and returns its generation; run per
 // principal, it starts a process for the negotiation of a principal's own
 // session.
-func (c *stdioConn) ready(ctx context.Context) (uint64, error) {
+func (c *stdioConn) Ready(ctx context.Context) (uint64, error) {
 	if c.kids != nil {
 		return c.kids.open()
 	}
 	return c.sup.ready(ctx)
 }
 
-func (c *stdioConn) scoped(*session) bool { return false }
+func (c *stdioConn) Scoped(bool) bool { return false }
 
-func (c *stdioConn) alive(gen uint64) bool {
+func (c *stdioConn) Wire() string { return WireStdio }
+
+// Busy counts the processes run per principal that have a call in flight
+// past their negotiation: every one busy, the next principal waits.
+func (c *stdioConn) Busy() int {
+	if c.kids == nil {
+		return 0
+	}
+	return c.kids.busy()
+}
+
+func (c *stdioConn) FallBack(context.Context, error) (uint64, bool, error) { return 0, false, nil }
+
+// EndSession ends the principal's own process the session is on, if it
+// has one (end).
+func (c *stdioConn) EndSession(_ context.Context, s *Exchange) error {
+	c.end(s.Gen)
+	return nil
+}
+
+func (c *stdioConn) Alive(gen uint64) bool {
 	if c.kids != nil {
 		return c.kids.alive(gen)
 	}
@@ -398,41 +397,25 @@ func (c *stdioConn) end(gen uint64) {
 	}
 }
 
-func (c *stdioConn) call(ctx context.Context, ex *exchange) (*reply, error) {
-	p, release := c.on(ex.gen)
+func (c *stdioConn) Call(ctx context.Context, ex *Exchange) (*Reply, error) {
+	p, release := c.on(ex.Gen)
 	if p == nil {
-		return nil, errSessionGone
+		return nil, ErrSessionGone
 	}
 	defer release()
-	b, err := json.Marshal(&ex.msg)
+	b, err := json.Marshal(&ex.Msg)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	pc := &pendingCall{reply: make(chan *jsonrpc.Message, 1)}
-	key := string(ex.msg.ID)
-	p.pmu.Lock()
-	p.pending[key] = pc
-	p.pmu.Unlock()
-	if err := p.write(b); err != nil {
-		p.pmu.Lock()
-		delete(p.pending, key)
-		p.pmu.Unlock()
+	m, ok, err := p.pending.call(ctx, ex.Msg.ID, func() error { return p.write(b) }, func(cause error) { c.cancel(p, ex.Msg.ID, cause) })
+	if err != nil {
 		return nil, err
 	}
-	select {
-	case m, ok := <-pc.reply:
-		if !ok {
-			<-p.exited
-			return nil, p.exit
-		}
-		return &reply{Message: m}, nil
-	case <-ctx.Done():
-		p.pmu.Lock()
-		delete(p.pending, key)
-		p.pmu.Unlock()
-		c.cancel(p, ex.msg.ID, ctx.Err())
-		return nil, ctx.Err()
+	if !ok {
+		<-p.exited
+		return nil, p.exit
 	}
+	return &Reply{Message: m}, nil
 }
 
 // cancel tells the server the caller gave up, so it can stop working.
@@ -440,25 +423,25 @@ func (c *stdioConn) cancel(p *process, id json.RawMessage, cause error) {
 	_ = p.write(cancelled(id, cause))
 }
 
-func (c *stdioConn) send(_ context.Context, ex *exchange) error {
-	p, release := c.on(ex.gen)
-	if ex.gen == 0 && c.kids == nil { // the one process, whichever it is
+func (c *stdioConn) Send(_ context.Context, ex *Exchange) error {
+	p, release := c.on(ex.Gen)
+	if ex.Gen == 0 && c.kids == nil { // the one process, whichever it is
 		p, release = c.current(), func() {}
 	}
 	if p == nil {
-		return errSessionGone
+		return ErrSessionGone
 	}
 	defer release()
-	b, err := json.Marshal(&ex.msg)
+	b, err := json.Marshal(&ex.Msg)
 	if err != nil {
 		return fmt.Errorf("encode message: %w", err)
 	}
 	return p.write(b)
 }
 
-// close stops the supervisor, which stops the child, and waits for it; when
+// Close stops the supervisor, which stops the child, and waits for it; when
 // ctx ends first the child's process group is killed.
-func (c *stdioConn) close(ctx context.Context, _ string) error {
+func (c *stdioConn) Close(ctx context.Context, _ string) error {
 	if c.kids != nil {
 		if err := c.kids.close(ctx); err != nil {
 			return fmt.Errorf("stopping processes: %w", err)
@@ -489,20 +472,20 @@ func (c *stdioConn) terminate(p *process) {
 	<-p.exited
 }
 
-// listen runs a subscriptions/listen on the shared channel; it ends with
+// Listen runs a subscriptions/listen on the shared channel; it ends with
 // notifications/cancelled when ctx does.
-func (c *stdioConn) listen(ctx context.Context, ex *exchange, deliver func(*jsonrpc.Message)) error {
-	p, release := c.on(ex.gen)
+func (c *stdioConn) Listen(ctx context.Context, ex *Exchange, deliver func(*jsonrpc.Message)) error {
+	p, release := c.on(ex.Gen)
 	if p == nil {
-		return errSessionGone
+		return ErrSessionGone
 	}
 	defer release()
-	b, err := json.Marshal(&ex.msg)
+	b, err := json.Marshal(&ex.Msg)
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
 	}
 	l := &listening{deliver: deliver, closed: make(chan struct{})}
-	key := string(ex.msg.ID)
+	key := string(ex.Msg.ID)
 	p.pmu.Lock()
 	p.listens[key] = l
 	p.pmu.Unlock()
@@ -516,21 +499,21 @@ func (c *stdioConn) listen(ctx context.Context, ex *exchange, deliver func(*json
 	}
 	select {
 	case <-ctx.Done():
-		c.cancel(p, ex.msg.ID, errors.New("subscription no longer needed"))
+		c.cancel(p, ex.Msg.ID, errors.New("subscription no longer needed"))
 		return nil
 	case <-l.closed:
-		return errGracefulClose
+		return ErrGracefulClose
 	case <-p.exited:
-		return sessionEnded(p.exit)
+		return SessionEnded(p.exit)
 	}
 }
 
-// stream waits for the process the session belongs to: its stdout is the
+// Stream waits for the process the session belongs to: its stdout is the
 // legacy notification stream, already read by readLoop.
-func (c *stdioConn) stream(ctx context.Context, s *session, opened func()) error {
-	p, release := c.on(s.gen)
+func (c *stdioConn) Stream(ctx context.Context, s *Exchange, opened func()) error {
+	p, release := c.on(s.Gen)
 	if p == nil {
-		return errSessionGone
+		return ErrSessionGone
 	}
 	release() // a stream only waits: it keeps no process from going idle
 	opened()
@@ -538,6 +521,6 @@ func (c *stdioConn) stream(ctx context.Context, s *session, opened func()) error
 	case <-ctx.Done():
 		return nil
 	case <-p.exited:
-		return sessionEnded(p.exit)
+		return SessionEnded(p.exit)
 	}
 }

@@ -1,4 +1,4 @@
-package upstream
+package transport
 
 import (
 	"bytes"
@@ -19,9 +19,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/manifold-mcp/manifold/internal/h1"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/internal/oauth"
 	"github.com/manifold-mcp/manifold/internal/sse"
 )
 
@@ -34,14 +34,13 @@ type httpConn struct {
 	plain   *http.Client          // every first attempt
 	retry   *retryablehttp.Client // an idempotent call's retries, after a first attempt failed
 	retries int
-	onMsg   onMessage
+	onMsg   OnMessage
 }
 
-// httpClient is the client of an HTTP upstream: o.Transport, or a pooled
-// transport keeping MaxIdleConns for reuse, with the upstream's TLS. A
-// plain http:// upstream reached without a proxy is spoken to by h1, which
-// does each exchange on the caller's goroutine (measured in BENCHMARKS.md,
-// issue #20); net/http's transport carries the rest.
+// httpClient is the client of an HTTP upstream: o.Transport, or net/http's
+// pooled transport with the upstream's TLS, keeping MaxIdleConns (64 unless
+// configured) idle connections per host: a gateway's callers share one
+// upstream, and concurrent calls must not each dial and close.
 func httpClient(o Options) *http.Client {
 	rt := o.Transport
 	if rt == nil {
@@ -51,25 +50,11 @@ func httpClient(o Options) *http.Client {
 		tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
 		tr.TLSClientConfig = o.TLS
 		rt = tr
-		if direct(o.URL) {
-			rt = &h1.Transport{Fallback: tr, MaxIdle: tr.MaxIdleConnsPerHost}
-		}
 	}
 	if o.Authorize != nil {
 		rt = o.Authorize(rt)
 	}
 	return &http.Client{Transport: rt, CheckRedirect: redirectSameOrigin}
-}
-
-// direct says whether raw is a plain http:// URL that no proxy of the
-// environment applies to.
-func direct(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "http" {
-		return false
-	}
-	proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u})
-	return err == nil && proxy == nil
 }
 
 // redirectSameOrigin follows a redirect only within the origin it started
@@ -91,7 +76,7 @@ func redirectSameOrigin(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
-func newHTTPConn(o Options, onMsg onMessage) *httpConn {
+func newHTTPConn(o Options, onMsg OnMessage) *httpConn {
 	plain := httpClient(o)
 	rc := retryablehttp.NewClient()
 	rc.HTTPClient = plain
@@ -127,7 +112,7 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		return false, ctx.Err()
 	}
 	if err != nil {
-		return !callerMustAct(err), nil
+		return !oauth.Unsent(err), nil
 	}
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
@@ -146,17 +131,29 @@ func backoff(lo, hi time.Duration, attempt int, resp *http.Response) time.Durati
 	return min(retryablehttp.DefaultBackoff(lo, hi, attempt, resp), maxRetryWait)
 }
 
-func (c *httpConn) ready(context.Context) (uint64, error) { return 0, nil }
+func (c *httpConn) Ready(context.Context) (uint64, error) { return 0, nil }
 
-// scoped: a modern server answers on the request's own stream; a legacy
+// Scoped: a modern server answers on the request's own stream; a legacy
 // session's server may send progress on its GET stream instead.
-func (c *httpConn) scoped(s *session) bool { return s.Modern }
-func (c *httpConn) alive(uint64) bool      { return true }
+func (c *httpConn) Scoped(modern bool) bool { return modern }
 
-func (c *httpConn) request(ctx context.Context, ex *exchange) (*http.Response, error) {
+func (c *httpConn) Wire() string { return WireHTTP }
+
+func (c *httpConn) FallBack(context.Context, error) (uint64, bool, error) { return 0, false, nil }
+
+// EndSession ends a legacy session with DELETE; a modern one has none.
+func (c *httpConn) EndSession(ctx context.Context, s *Exchange) error {
+	if s.Session == "" {
+		return nil
+	}
+	return c.deleteSession(ctx, s.Session)
+}
+func (c *httpConn) Alive(uint64) bool { return true }
+
+func (c *httpConn) request(ctx context.Context, ex *Exchange) (*http.Response, error) {
 	// Not json.Marshal: that validates and compacts every member again. (A
 	// stdio line must be compact; an HTTP body need not be.)
-	req, err := c.newPost(ctx, ex.msg.Encode())
+	req, err := c.newPost(ctx, ex.Msg.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}
@@ -164,26 +161,26 @@ func (c *httpConn) request(ctx context.Context, ex *exchange) (*http.Response, e
 	for k, v := range c.headers {
 		h[k] = v
 	}
-	for k, v := range ex.header { // the caller's own credentials win
+	for k, v := range ex.Header { // the caller's own credentials win
 		h[k] = v
 	}
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json, text/event-stream")
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
-	if ex.version != "" && mcp.HasVersionHeader(ex.version) {
-		h.Set(mcp.HeaderProtocolVersion, ex.version)
+	if ex.Version != "" && mcp.HasVersionHeader(ex.Version) {
+		h.Set(mcp.HeaderProtocolVersion, ex.Version)
 	}
-	if ex.session != "" {
-		h.Set(mcp.HeaderSessionID, ex.session)
+	if ex.Session != "" {
+		h.Set(mcp.HeaderSessionID, ex.Session)
 	}
-	if ex.version == mcp.Version {
-		h.Set(mcp.HeaderMethod, mcp.EncodeHeader(ex.msg.Method))
-		if ex.name != "" {
-			h.Set(mcp.HeaderName, mcp.EncodeHeader(ex.name))
+	if ex.Version == mcp.Version {
+		h.Set(mcp.HeaderMethod, mcp.EncodeHeader(ex.Msg.Method))
+		if ex.Name != "" {
+			h.Set(mcp.HeaderName, mcp.EncodeHeader(ex.Name))
 		}
 	}
 	resp, err := c.do(req)
-	if !ex.idempotent || c.retries == 0 {
+	if !ex.Idempotent || c.retries == 0 {
 		return resp, err
 	}
 	if again, _ := checkRetry(ctx, resp, err); !again {
@@ -273,9 +270,9 @@ func (c *httpConn) retryAfter(ctx context.Context, req *http.Request, failed *ht
 	return c.retry.Do(rr)
 }
 
-func (c *httpConn) call(ctx context.Context, ex *exchange) (*reply, error) {
+func (c *httpConn) Call(ctx context.Context, ex *Exchange) (*Reply, error) {
 	r, err := c.roundTrip(ctx, ex)
-	if err != nil && ctx.Err() != nil && ex.version != mcp.Version && !ex.initial {
+	if err != nil && ctx.Err() != nil && ex.Version != mcp.Version && !ex.Initial {
 		// A legacy server does not take a dropped connection for a
 		// cancellation (a modern one does): tell it, so it stops working.
 		go c.cancelled(ex, ctx.Err())
@@ -283,8 +280,8 @@ func (c *httpConn) call(ctx context.Context, ex *exchange) (*reply, error) {
 	return r, err
 }
 
-func (c *httpConn) cancelled(ex *exchange, cause error) {
-	b, err := jsonrpc.Notification(mcp.NotifyCancelled, map[string]any{"requestId": ex.msg.ID, "reason": cause.Error()})
+func (c *httpConn) cancelled(ex *Exchange, cause error) {
+	b, err := jsonrpc.Notification(mcp.NotifyCancelled, map[string]any{"requestId": ex.Msg.ID, "reason": cause.Error()})
 	if err != nil {
 		return
 	}
@@ -292,19 +289,19 @@ func (c *httpConn) cancelled(ex *exchange, cause error) {
 	_ = json.Unmarshal(b, &m)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = c.send(ctx, &exchange{msg: m, version: ex.version, session: ex.session, header: ex.header})
+	_ = c.Send(ctx, &Exchange{Msg: m, Version: ex.Version, Session: ex.Session, Header: ex.Header})
 }
 
-func (c *httpConn) roundTrip(ctx context.Context, ex *exchange) (*reply, error) {
+func (c *httpConn) roundTrip(ctx context.Context, ex *Exchange) (*Reply, error) {
 	resp, err := c.request(ctx, ex)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	r := &reply{sessionID: resp.Header.Get(mcp.HeaderSessionID)}
-	if resp.StatusCode == http.StatusNotFound && ex.session != "" {
+	r := &Reply{SessionID: resp.Header.Get(mcp.HeaderSessionID)}
+	if resp.StatusCode == http.StatusNotFound && ex.Session != "" {
 		drain(resp.Body)
-		return nil, errSessionGone
+		return nil, ErrSessionGone
 	}
 	ct := mcp.MediaType(resp.Header.Get("Content-Type"))
 	switch {
@@ -324,7 +321,7 @@ func (c *httpConn) roundTrip(ctx context.Context, ex *exchange) (*reply, error) 
 // readJSON reads a single JSON response. A non-2xx status is accepted when
 // the body is a JSON-RPC error for this request: modern servers answer
 // protocol errors with 400 and a body.
-func (c *httpConn) readJSON(resp *http.Response, ex *exchange) (*jsonrpc.Message, error) {
+func (c *httpConn) readJSON(resp *http.Response, ex *Exchange) (*jsonrpc.Message, error) {
 	body, err := readLimited(resp.Body, resp.ContentLength, c.limit)
 	if err != nil {
 		return nil, err
@@ -336,29 +333,29 @@ func (c *httpConn) readJSON(resp *http.Response, ex *exchange) (*jsonrpc.Message
 	if resp.StatusCode/100 != 2 && m.Error == nil {
 		return nil, &StatusError{Status: resp.StatusCode, Body: snippet(body)}
 	}
-	if !bytes.Equal(m.ID, ex.msg.ID) {
+	if !bytes.Equal(m.ID, ex.Msg.ID) {
 		// An answer to no request (id null, or another id) is not this
 		// request's answer, whatever it says.
-		return nil, &StatusError{Status: resp.StatusCode, Body: fmt.Sprintf("response id %s does not match request id %s", m.ID, ex.msg.ID)}
+		return nil, &StatusError{Status: resp.StatusCode, Body: fmt.Sprintf("response id %s does not match request id %s", m.ID, ex.Msg.ID)}
 	}
 	return m, nil
 }
 
 // readStream reads an SSE response until the response to ex arrives,
 // handing notifications to ex.notify and answering server requests.
-func (c *httpConn) readStream(ctx context.Context, body io.Reader, ex *exchange) (*jsonrpc.Message, error) {
+func (c *httpConn) readStream(ctx context.Context, body io.Reader, ex *Exchange) (*jsonrpc.Message, error) {
 	var resp *jsonrpc.Message
 	err := c.events(ctx, body, func(m *jsonrpc.Message) error {
 		switch {
-		case m.IsResponse() && bytes.Equal(m.ID, ex.msg.ID):
+		case m.IsResponse() && bytes.Equal(m.ID, ex.Msg.ID):
 			resp = m
 			return errStreamDone
-		case m.IsNotification() && ex.notify != nil && requestScoped(m.Method):
-			ex.notify(m)
-		case m.IsRequest() && ex.ask == nil:
+		case m.IsNotification() && ex.Notify != nil && requestScoped(m.Method):
+			ex.Notify(m)
+		case m.IsRequest() && ex.Ask == nil:
 			// A question on a call's own stream is that call's, and its
 			// caller cannot be asked.
-			c.onMsg(ctx, ex.gen, m, cannotAsk, func(a *jsonrpc.Message, _ http.Header) { go c.answer(context.WithoutCancel(ctx), ex, a, ex.header) })
+			c.onMsg(ctx, ex.Gen, m, CannotAsk, func(a *jsonrpc.Message, _ http.Header) { go c.answer(context.WithoutCancel(ctx), ex, a, ex.Header) })
 		default:
 			c.serverMessage(ctx, ex, m)
 		}
@@ -380,10 +377,10 @@ var errStreamDone = errors.New("response received")
 // question), and sends back the answer, if any, on the same session, with
 // the headers of the call it answers for: ex's own on its stream, those
 // the router attributed it to on the session's GET stream (shared).
-func (c *httpConn) serverMessage(ctx context.Context, ex *exchange, m *jsonrpc.Message) {
-	c.onMsg(ctx, ex.gen, m, ex.ask, func(answer *jsonrpc.Message, header http.Header) {
-		if ex.ask != nil {
-			header = ex.header
+func (c *httpConn) serverMessage(ctx context.Context, ex *Exchange, m *jsonrpc.Message) {
+	c.onMsg(ctx, ex.Gen, m, ex.Ask, func(answer *jsonrpc.Message, header http.Header) {
+		if ex.Ask != nil {
+			header = ex.Header
 		}
 		go c.answer(context.WithoutCancel(ctx), ex, answer, header)
 	})
@@ -395,13 +392,13 @@ func requestScoped(method string) bool {
 	return method == mcp.NotifyProgress || method == mcp.NotifyMessage
 }
 
-func (c *httpConn) answer(ctx context.Context, ex *exchange, answer *jsonrpc.Message, header http.Header) {
+func (c *httpConn) answer(ctx context.Context, ex *Exchange, answer *jsonrpc.Message, header http.Header) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_ = c.send(ctx, &exchange{msg: *answer, version: ex.version, session: ex.session, header: header})
+	_ = c.Send(ctx, &Exchange{Msg: *answer, Version: ex.Version, Session: ex.Session, Header: header})
 }
 
-func (c *httpConn) send(ctx context.Context, ex *exchange) error {
+func (c *httpConn) Send(ctx context.Context, ex *Exchange) error {
 	resp, err := c.request(ctx, ex)
 	if err != nil {
 		return err
@@ -414,8 +411,8 @@ func (c *httpConn) send(ctx context.Context, ex *exchange) error {
 	return nil
 }
 
-// close ends a legacy session with DELETE, as the transport asks.
-func (c *httpConn) close(ctx context.Context, sid string) error {
+// Close ends a legacy session with DELETE, as the transport asks.
+func (c *httpConn) Close(ctx context.Context, sid string) error {
 	defer c.plain.CloseIdleConnections()
 	if sid == "" {
 		return nil
@@ -504,8 +501,8 @@ func snippet(b []byte) string {
 // drain reads what is left of a small body so the connection can be reused.
 func drain(r io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(r, 64<<10)) }
 
-// listen holds a subscriptions/listen stream open.
-func (c *httpConn) listen(ctx context.Context, ex *exchange, deliver func(*jsonrpc.Message)) error {
+// Listen holds a subscriptions/listen stream open.
+func (c *httpConn) Listen(ctx context.Context, ex *Exchange, deliver func(*jsonrpc.Message)) error {
 	resp, err := c.request(ctx, ex)
 	if err != nil {
 		return err
@@ -521,8 +518,8 @@ func (c *httpConn) listen(ctx context.Context, ex *exchange, deliver func(*jsonr
 		return statusError(resp, c.limit)
 	}
 	return c.events(ctx, resp.Body, func(m *jsonrpc.Message) error {
-		if m.IsResponse() && bytes.Equal(m.ID, ex.msg.ID) {
-			return errGracefulClose
+		if m.IsResponse() && bytes.Equal(m.ID, ex.Msg.ID) {
+			return ErrGracefulClose
 		}
 		if m.IsNotification() {
 			deliver(m)
@@ -533,8 +530,8 @@ func (c *httpConn) listen(ctx context.Context, ex *exchange, deliver func(*jsonr
 	})
 }
 
-// stream holds the GET stream of a legacy session.
-func (c *httpConn) stream(ctx context.Context, s *session, opened func()) error {
+// Stream holds the GET stream of a legacy session.
+func (c *httpConn) Stream(ctx context.Context, s *Exchange, opened func()) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
 	if err != nil {
 		return err
@@ -543,8 +540,8 @@ func (c *httpConn) stream(ctx context.Context, s *session, opened func()) error 
 		req.Header[k] = v
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	if s.id != "" {
-		req.Header.Set(mcp.HeaderSessionID, s.id)
+	if s.Session != "" {
+		req.Header.Set(mcp.HeaderSessionID, s.Session)
 	}
 	if mcp.HasVersionHeader(s.Version) {
 		req.Header.Set(mcp.HeaderProtocolVersion, s.Version)
@@ -555,15 +552,15 @@ func (c *httpConn) stream(ctx context.Context, s *session, opened func()) error 
 	}
 	defer resp.Body.Close()
 	switch {
-	case resp.StatusCode == http.StatusNotFound && s.id != "":
-		return errSessionGone
+	case resp.StatusCode == http.StatusNotFound && s.Session != "":
+		return ErrSessionGone
 	case resp.StatusCode == http.StatusMethodNotAllowed:
-		return errNoStream
+		return ErrNoStream
 	case resp.StatusCode != http.StatusOK:
 		return statusError(resp, c.limit)
 	}
 	opened()
-	ex := &exchange{version: s.Version, session: s.id}
+	ex := &Exchange{Version: s.Version, Session: s.Session} // a copy: the caller keeps s
 	return c.events(ctx, resp.Body, func(m *jsonrpc.Message) error {
 		c.serverMessage(ctx, ex, m)
 		return nil

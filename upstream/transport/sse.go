@@ -1,4 +1,4 @@
-package upstream
+package transport
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,10 +34,10 @@ import (
 type sseConn struct {
 	o      Options
 	log    *slog.Logger
-	onMsg  onMessage
+	onMsg  OnMessage
 	base   *url.URL
 	client *http.Client
-	health *health
+	health Health
 
 	sup           supervisor[*sseStream]
 	unknown       atomic.Int64 // answers to no call in flight
@@ -51,9 +50,7 @@ type sseStream struct {
 	endpoint string
 	cancel   context.CancelFunc // ends the GET
 
-	pmu     sync.Mutex
-	pending map[string]*pendingCall
-	failed  bool          // the stream ended: no call may wait on it
+	pending pending
 	exited  chan struct{} // closed once the stream has ended and calls failed
 	// end says how the stream ended; set before exited is closed. The
 	// supervisor and the watch of the stream learn of the end at the same
@@ -64,13 +61,13 @@ type sseStream struct {
 // unknownLogEvery bounds the log of answers to no call.
 const unknownLogEvery = 10 * time.Second
 
-// errNoEndpoint: the server did not say where to post, in time or at all.
-var errNoEndpoint = errors.New("no endpoint event")
+// ErrNoEndpoint: the server did not say where to post, in time or at all.
+var ErrNoEndpoint = errors.New("no endpoint event")
 
 // errStreamClosed: the stream ended with the call in flight.
 var errStreamClosed = errors.New("SSE stream closed before answering")
 
-func newSSEConn(o Options, log *slog.Logger, onMsg onMessage, h *health) (*sseConn, error) {
+func newSSEConn(o Options, log *slog.Logger, onMsg OnMessage, h Health) (*sseConn, error) {
 	base, err := url.Parse(o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
@@ -83,9 +80,9 @@ func newSSEConn(o Options, log *slog.Logger, onMsg onMessage, h *health) (*sseCo
 		ended: func(s *sseStream) <-chan struct{} { return s.exited },
 		stop:  func(s *sseStream) { s.cancel(); <-s.exited },
 		failed: func(_ uint64, err error) {
-			c.health.failure(fmt.Errorf("SSE stream did not open: %w", err))
+			c.health.Failure(fmt.Errorf("SSE stream did not open: %w", err))
 		},
-		lost: func(s *sseStream, _ time.Duration) { c.health.failure(s.end) },
+		lost: func(s *sseStream, _ time.Duration) { c.health.Failure(s.end) },
 		down: errStreamClosed,
 	}
 	c.sup.start()
@@ -105,15 +102,15 @@ func (c *sseConn) open(gen uint64) (*sseStream, error) {
 	rd := sse.NewReader(resp.Body, int(c.o.MaxResponseBytes))
 	endpoint, err := c.endpoint(rd)
 	if !timer.Stop() && err == nil {
-		err = fmt.Errorf("%w within %s", errNoEndpoint, c.o.Timeout)
+		err = fmt.Errorf("%w within %s", ErrNoEndpoint, c.o.Timeout)
 	}
 	if err != nil {
 		cancel()
 		resp.Body.Close()
 		return nil, err
 	}
-	s := &sseStream{gen: gen, endpoint: endpoint, cancel: cancel, pending: map[string]*pendingCall{}, exited: make(chan struct{})}
-	if !c.health.failing() {
+	s := &sseStream{gen: gen, endpoint: endpoint, cancel: cancel, exited: make(chan struct{})}
+	if !c.health.Failing() {
 		c.log.Info("upstream SSE stream open", "generation", gen, "endpoint", endpoint)
 	}
 	go func() {
@@ -121,7 +118,7 @@ func (c *sseConn) open(gen uint64) (*sseStream, error) {
 		cancel()
 		resp.Body.Close()
 		s.end = fmt.Errorf("SSE stream %d ended (%v); reconnecting: %w", s.gen, cause, errStreamClosed)
-		s.failPending()
+		s.pending.fail()
 		close(s.exited)
 	}()
 	return s, nil
@@ -154,7 +151,7 @@ func (c *sseConn) endpoint(rd *sse.Reader) (string, error) {
 	for {
 		ev, err := rd.Next()
 		if err != nil {
-			return "", fmt.Errorf("%w: %w", errNoEndpoint, err)
+			return "", fmt.Errorf("%w: %w", ErrNoEndpoint, err)
 		}
 		if ev.Name != "endpoint" {
 			continue // nothing can be answered before it
@@ -207,11 +204,7 @@ func (c *sseConn) dispatch(s *sseStream, data []byte) {
 		})
 		return
 	}
-	s.pmu.Lock()
-	pc := s.pending[string(m.ID)]
-	delete(s.pending, string(m.ID))
-	s.pmu.Unlock()
-	if pc == nil {
+	if !s.pending.answer(m) {
 		// A late answer to a call that gave up, or a made-up id: logged at
 		// most every unknownLogEvery, with the count, so a flood cannot
 		// flood the log.
@@ -219,18 +212,6 @@ func (c *sseConn) dispatch(s *sseStream, data []byte) {
 		if last := c.unknownLogged.Load(); time.Since(time.Unix(0, last)) >= unknownLogEvery && c.unknownLogged.CompareAndSwap(last, time.Now().UnixNano()) {
 			c.log.Warn("upstream answered a call not in flight", "id", fmt.Sprintf("%.64s", m.ID), "count", n)
 		}
-		return
-	}
-	pc.reply <- m
-}
-
-func (s *sseStream) failPending() {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
-	s.failed = true
-	for id, pc := range s.pending {
-		close(pc.reply)
-		delete(s.pending, id)
 	}
 }
 
@@ -266,46 +247,34 @@ func (c *sseConn) current() *sseStream {
 	return s
 }
 
-func (c *sseConn) ready(ctx context.Context) (uint64, error) { return c.sup.ready(ctx) }
+func (c *sseConn) Ready(ctx context.Context) (uint64, error) { return c.sup.ready(ctx) }
 
-func (c *sseConn) scoped(*session) bool { return false }
+func (c *sseConn) Scoped(bool) bool { return false }
 
-func (c *sseConn) alive(gen uint64) bool { return c.sup.alive(gen) }
+func (c *sseConn) Wire() string { return WireSSE }
 
-func (c *sseConn) call(ctx context.Context, ex *exchange) (*reply, error) {
+func (c *sseConn) FallBack(context.Context, error) (uint64, bool, error) { return 0, false, nil }
+
+// EndSession ends nothing: the session is the stream, which the
+// supervisor keeps.
+func (c *sseConn) EndSession(context.Context, *Exchange) error { return nil }
+
+func (c *sseConn) Alive(gen uint64) bool { return c.sup.alive(gen) }
+
+func (c *sseConn) Call(ctx context.Context, ex *Exchange) (*Reply, error) {
 	s := c.current()
-	if s == nil || s.gen != ex.gen {
-		return nil, errSessionGone
+	if s == nil || s.gen != ex.Gen {
+		return nil, ErrSessionGone
 	}
-	pc := &pendingCall{reply: make(chan *jsonrpc.Message, 1)}
-	key := string(ex.msg.ID)
-	s.pmu.Lock()
-	if s.failed {
-		s.pmu.Unlock()
-		return nil, errStreamClosed
-	}
-	s.pending[key] = pc
-	s.pmu.Unlock()
-	forget := func() {
-		s.pmu.Lock()
-		delete(s.pending, key)
-		s.pmu.Unlock()
-	}
-	if err := c.post(ctx, s, ex.msg.Encode(), ex.header); err != nil {
-		forget()
+	m, ok, err := s.pending.call(ctx, ex.Msg.ID, func() error { return c.post(ctx, s, ex.Msg.Encode(), ex.Header) },
+		func(cause error) { c.cancel(s, ex.Msg.ID, cause) })
+	if err != nil {
 		return nil, err
 	}
-	select {
-	case m, ok := <-pc.reply:
-		if !ok {
-			return nil, errStreamClosed
-		}
-		return &reply{Message: m}, nil
-	case <-ctx.Done():
-		forget()
-		c.cancel(s, ex.msg.ID, ctx.Err())
-		return nil, ctx.Err()
+	if !ok {
+		return nil, errStreamClosed
 	}
+	return &Reply{Message: m}, nil
 }
 
 // cancel tells the server the caller gave up, so it can stop working.
@@ -315,39 +284,39 @@ func (c *sseConn) cancel(s *sseStream, id json.RawMessage, cause error) {
 	_ = c.post(ctx, s, cancelled(id, cause), nil)
 }
 
-func (c *sseConn) send(ctx context.Context, ex *exchange) error {
+func (c *sseConn) Send(ctx context.Context, ex *Exchange) error {
 	s := c.current()
-	if s == nil || (ex.gen != 0 && s.gen != ex.gen) {
-		return errSessionGone
+	if s == nil || (ex.Gen != 0 && s.gen != ex.Gen) {
+		return ErrSessionGone
 	}
-	return c.post(ctx, s, ex.msg.Encode(), ex.header)
+	return c.post(ctx, s, ex.Msg.Encode(), ex.Header)
 }
 
-// close stops the supervisor, which ends the stream, and waits for it.
-func (c *sseConn) close(ctx context.Context, _ string) error {
+// Close stops the supervisor, which ends the stream, and waits for it.
+func (c *sseConn) Close(ctx context.Context, _ string) error {
 	if err := c.sup.close(ctx, nil); err != nil {
 		return fmt.Errorf("closing the SSE stream: %w", err)
 	}
 	return nil
 }
 
-// listen: a 2024-11-05 server has no subscriptions/listen.
-func (c *sseConn) listen(context.Context, *exchange, func(*jsonrpc.Message)) error {
-	return errNoStream
+// Listen: a 2024-11-05 server has no subscriptions/listen.
+func (c *sseConn) Listen(context.Context, *Exchange, func(*jsonrpc.Message)) error {
+	return ErrNoStream
 }
 
-// stream waits for the stream the session belongs to: it carries the
+// Stream waits for the stream the session belongs to: it carries the
 // session's notifications, already read by readLoop.
-func (c *sseConn) stream(ctx context.Context, s *session, opened func()) error {
+func (c *sseConn) Stream(ctx context.Context, s *Exchange, opened func()) error {
 	st := c.current()
-	if st == nil || st.gen != s.gen {
-		return errSessionGone
+	if st == nil || st.gen != s.Gen {
+		return ErrSessionGone
 	}
 	opened()
 	select {
 	case <-ctx.Done():
 		return nil
 	case <-st.exited:
-		return sessionEnded(st.end)
+		return SessionEnded(st.end)
 	}
 }

@@ -1,4 +1,4 @@
-package upstream
+package transport
 
 import (
 	"context"
@@ -40,9 +40,9 @@ const maxChildren = 16
 // principal's working session keeps it, one that went away frees it.
 const childIdle = 5 * time.Minute
 
-// errChildrenBusy: every child has a call in flight, none can be ended for
+// ErrChildrenBusy: every child has a call in flight, none can be ended for
 // another principal's.
-var errChildrenBusy = errors.New("every process of the upstream has a call in flight")
+var ErrChildrenBusy = errors.New("every process of the upstream has a call in flight")
 
 // errChildrenClosed: the upstream is closed.
 var errChildrenClosed = errors.New("upstream is shut down")
@@ -93,7 +93,7 @@ func (k *children) open() (uint64, error) {
 		delete(k.live, gen)
 		k.mu.Unlock()
 		k.running.Done()
-		k.c.health.failure(fmt.Errorf("%w: %w", errNotStarted, err))
+		k.c.health.Failure(fmt.Errorf("%w: %w", errNotStarted, err))
 		return 0, err
 	}
 	k.mu.Lock()
@@ -123,7 +123,7 @@ func (k *children) reserve() (uint64, error) {
 		gen, v := k.leastRecentlyUsed()
 		if v == nil {
 			k.mu.Unlock()
-			return 0, fmt.Errorf("%w (%d, the most run per principal)", errChildrenBusy, k.max)
+			return 0, fmt.Errorf("%w (%d, the most run per principal)", ErrChildrenBusy, k.max)
 		}
 		delete(k.live, gen) // its place is the new child's; reap knows it was ended
 		victim = v.p
@@ -163,7 +163,7 @@ func (k *children) reap(gen uint64, p *process) {
 	lost := ch != nil && !ch.ending && !k.closed
 	k.mu.Unlock()
 	if lost {
-		k.c.health.failure(p.exit)
+		k.c.health.Failure(p.exit)
 	}
 }
 
@@ -268,4 +268,17 @@ func (k *children) close(ctx context.Context) error {
 		<-done
 		return ctx.Err()
 	}
+}
+
+// busy counts the processes with a call in flight past their negotiation.
+func (k *children) busy() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := 0
+	for _, ch := range k.live {
+		if ch.calls > 0 && !ch.fresh {
+			n++
+		}
+	}
+	return n
 }

@@ -1,4 +1,4 @@
-package upstream
+package transport
 
 import (
 	"context"
@@ -20,6 +20,8 @@ const (
 	WireHTTP = "http"
 	// WireSSE is the 2024-11-05 HTTP+SSE transport only.
 	WireSSE = "sse"
+	// WireStdio is a process's stdin and stdout (Options.Command).
+	WireStdio = "stdio"
 )
 
 // autoConn is WireAuto: Streamable HTTP until negotiation finds that the
@@ -27,32 +29,32 @@ const (
 type autoConn struct {
 	o      Options
 	log    *slog.Logger
-	onMsg  onMessage
-	health *health
+	onMsg  OnMessage
+	health Health
 
 	mu     sync.Mutex
-	cur    conn      // http, or the HTTP+SSE fallback
+	cur    Conn      // http, or the HTTP+SSE fallback
 	http   *httpConn // Streamable HTTP, kept to go back to
 	closed bool
 }
 
 // onSSE reports whether the fallback is in use; called with mu held.
-func (a *autoConn) onSSE() bool { return a.cur != conn(a.http) }
+func (a *autoConn) onSSE() bool { return a.cur != Conn(a.http) }
 
-func newAutoConn(o Options, log *slog.Logger, onMsg onMessage, health *health) *autoConn {
+func newAutoConn(o Options, log *slog.Logger, onMsg OnMessage, health Health) *autoConn {
 	h := newHTTPConn(o, onMsg)
 	return &autoConn{o: o, log: log, onMsg: onMsg, health: health, cur: h, http: h}
 }
 
-func (a *autoConn) c() conn {
+func (a *autoConn) c() Conn {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.cur
 }
 
-// oldTransport reports whether err, a Streamable HTTP initialize's, says
+// OldTransport reports whether err, a Streamable HTTP initialize's, says
 // the server does not take POSTs there: the sign of a 2024-11-05 server.
-func oldTransport(err error) bool {
+func OldTransport(err error) bool {
 	var se *StatusError
 	return errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed)
 }
@@ -87,11 +89,11 @@ func (a *autoConn) settle(ctx context.Context, ok bool) {
 		a.log.Info("upstream refuses Streamable HTTP (404/405) and opened an SSE stream: speaking the 2024-11-05 HTTP+SSE transport")
 		return
 	}
-	_ = a.cur.close(ctx, "")
+	_ = a.cur.Close(ctx, "")
 	a.cur = a.http
 }
 
-func (a *autoConn) wire() string {
+func (a *autoConn) Wire() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.onSSE() {
@@ -100,25 +102,41 @@ func (a *autoConn) wire() string {
 	return WireHTTP
 }
 
-func (a *autoConn) ready(ctx context.Context) (uint64, error) { return a.c().ready(ctx) }
-func (a *autoConn) alive(gen uint64) bool                     { return a.c().alive(gen) }
-func (a *autoConn) scoped(s *session) bool                    { return a.c().scoped(s) }
-func (a *autoConn) call(ctx context.Context, ex *exchange) (*reply, error) {
-	return a.c().call(ctx, ex)
-}
-func (a *autoConn) send(ctx context.Context, ex *exchange) error { return a.c().send(ctx, ex) }
+func (a *autoConn) Ready(ctx context.Context) (uint64, error) { return a.c().Ready(ctx) }
+func (a *autoConn) Alive(gen uint64) bool                     { return a.c().Alive(gen) }
+func (a *autoConn) Scoped(modern bool) bool                   { return a.c().Scoped(modern) }
 
-// close closes the transport in use; no fallback starts after it.
-func (a *autoConn) close(ctx context.Context, sid string) error {
+// EndSession ends a session of the transport in use.
+func (a *autoConn) EndSession(ctx context.Context, s *Exchange) error {
+	return a.c().EndSession(ctx, s)
+}
+
+// FallBack switches to HTTP+SSE when refused says the server takes no
+// POSTs there, and keeps it only if its stream opens (settle).
+func (a *autoConn) FallBack(ctx context.Context, refused error) (uint64, bool, error) {
+	if !OldTransport(refused) || !a.fallBack() {
+		return 0, false, nil
+	}
+	gen, err := a.c().Ready(ctx)
+	a.settle(ctx, err == nil)
+	return gen, true, err
+}
+func (a *autoConn) Call(ctx context.Context, ex *Exchange) (*Reply, error) {
+	return a.c().Call(ctx, ex)
+}
+func (a *autoConn) Send(ctx context.Context, ex *Exchange) error { return a.c().Send(ctx, ex) }
+
+// Close closes the transport in use; no fallback starts after it.
+func (a *autoConn) Close(ctx context.Context, sid string) error {
 	a.mu.Lock()
 	a.closed = true
 	c := a.cur
 	a.mu.Unlock()
-	return c.close(ctx, sid)
+	return c.Close(ctx, sid)
 }
-func (a *autoConn) stream(ctx context.Context, s *session, opened func()) error {
-	return a.c().stream(ctx, s, opened)
+func (a *autoConn) Stream(ctx context.Context, s *Exchange, opened func()) error {
+	return a.c().Stream(ctx, s, opened)
 }
-func (a *autoConn) listen(ctx context.Context, ex *exchange, deliver func(*jsonrpc.Message)) error {
-	return a.c().listen(ctx, ex, deliver)
+func (a *autoConn) Listen(ctx context.Context, ex *Exchange, deliver func(*jsonrpc.Message)) error {
+	return a.c().Listen(ctx, ex, deliver)
 }
