@@ -65,6 +65,9 @@ type Request struct {
 	// Req is the request as it goes upstream (params in the upstream's own
 	// view).
 	Req *mcp.Request
+	// Method, if set, is Req's row of the method table, which the caller
+	// looked up already; else the cache looks it up.
+	Method *mcp.Method
 	// Forwarded names the caller headers passed on to the upstream: they
 	// can change its answer, so they are part of the key.
 	Forwarded []string
@@ -273,7 +276,7 @@ var scopes = [2]string{mcp.ScopePrivate, mcp.ScopePublic}
 // Get answers r from the cache, or from fill on a miss.
 func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage, error) {
 	st := c.counters(r.Upstream)
-	if !cacheable(r.Req, r.Policy) || (c.mem == nil && c.redis == nil) {
+	if !r.cacheable() || (c.mem == nil && c.redis == nil) {
 		st.bypassed.Add(1)
 		r.served(TierUpstream)
 		return fill(ctx)
@@ -640,15 +643,19 @@ func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup, ls lease) outcom
 	return o
 }
 
-// cacheable reports whether a request's answer may come from the cache:
-// a cacheable method (or one an operator's Policy makes so), and not the
+// cacheable reports whether r's answer may come from the cache: a
+// cacheable method (or one an operator's Policy makes so), and not the
 // retry of a multi round-trip request.
-func cacheable(r *mcp.Request, p *Policy) bool {
-	if !mcp.Cacheable(r.Method) && p == nil {
+func (r *Request) cacheable() bool {
+	m := r.Method
+	if m == nil {
+		m, _ = mcp.Lookup(r.Req.Method)
+	}
+	if (m == nil || !m.Cacheable) && r.Policy == nil {
 		return false
 	}
-	_, responses := r.Params["inputResponses"]
-	_, state := r.Params["requestState"]
+	_, responses := r.Req.Params["inputResponses"]
+	_, state := r.Req.Params["requestState"]
 	return !responses && !state
 }
 
