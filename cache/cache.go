@@ -35,7 +35,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +44,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/mcptrace"
 	"github.com/manifold-mcp/manifold/internal/seal"
@@ -65,6 +63,9 @@ type Request struct {
 	// Req is the request as it goes upstream (params in the upstream's own
 	// view).
 	Req *mcp.Request
+	// Method, if set, is Req's row of the method table, which the caller
+	// looked up already; else the cache looks it up.
+	Method *mcp.Method
 	// Forwarded names the caller headers passed on to the upstream: they
 	// can change its answer, so they are part of the key.
 	Forwarded []string
@@ -273,7 +274,7 @@ var scopes = [2]string{mcp.ScopePrivate, mcp.ScopePublic}
 // Get answers r from the cache, or from fill on a miss.
 func (c *Cache) Get(ctx context.Context, r Request, fill Fill) (json.RawMessage, error) {
 	st := c.counters(r.Upstream)
-	if !cacheable(r.Req, r.Policy) || (c.mem == nil && c.redis == nil) {
+	if !r.cacheable() || (c.mem == nil && c.redis == nil) {
 		st.bypassed.Add(1)
 		r.served(TierUpstream)
 		return fill(ctx)
@@ -346,49 +347,6 @@ func (c *Cache) memoryHit(ctx context.Context, l *lookup, fill Fill, now time.Ti
 	c.maybeRefresh(ctx, l, fill, now)
 	l.r.served(TierMemory)
 	l.r.aged(l.hit, now)
-	return res, true
-}
-
-// Prepared is one request's lookup as Get worked it out (its keys, from its
-// method, params, upstream, credential and forwarded headers): the same
-// for every request of its shape, so Replay answers the next of them from
-// memory without digesting it again. It holds no generation (invalidations
-// since are seen as on any lookup), and nothing of the caller's but the
-// fingerprint of its credential.
-type Prepared struct {
-	r    Request
-	st   *counters
-	fp   string
-	keys lookupKeys
-}
-
-// EraChanges is the count of its upstream's era changes p was made under
-// (Request.EraChanges): p is no request's once the upstream's moved on.
-func (p *Prepared) EraChanges() uint64 { return p.r.EraChanges }
-
-// Hit counts a memory hit Replay served for p.
-func (p *Prepared) Hit() { p.st.memHits.Add(1) }
-
-// Replay answers a request of p's shape from the memory tier as Get would,
-// but counts no hit (Hit does, once the caller is let through): served
-// from TierMemory, which p's request's hooks are not told (they were
-// another request's); false when memory has no fresh entry for it, or the
-// one it has is due a refresh: then Get must (and starts it).
-func (c *Cache) Replay(ctx context.Context, p *Prepared) (json.RawMessage, bool) {
-	if c.mem == nil {
-		return nil, false
-	}
-	l := lookup{r: p.r, st: p.st, fp: p.fp, lookupKeys: p.keys}
-	l.memGen = generation{Tag: c.gens.get(l.gid), Epoch: c.mem.epoch()}
-	now := c.now()
-	res, ok := c.fromMemory(&l, now)
-	if !ok || c.refreshDue(&l, now) {
-		return nil, false
-	}
-	if mcptrace.On() {
-		_, span := tracer.Start(ctx, "cache.lookup", trace.WithAttributes(attribute.String("manifold.upstream", p.r.Upstream), attrTier.String("memory"), attrHit.Bool(true)))
-		span.End()
-	}
 	return res, true
 }
 
@@ -483,249 +441,20 @@ func (c *Cache) fromRedisIf(ctx context.Context, l *lookup, now time.Time, accep
 	return nil, false
 }
 
-// fillOnce runs the fill, collapsing concurrent misses of one key into one
-// upstream call, and makes sure what a waiter gets was its to get.
-func (c *Cache) fillOnce(ctx context.Context, l *lookup, fill Fill) (outcome, error) {
-	run := func(fctx context.Context) outcome {
-		// Look again, as groupcache does: a fill that finished just after
-		// this caller's lookup has stored what it would fetch again.
-		if res, ok := c.fromMemory(l, c.now()); ok {
-			l.st.memHits.Add(1)
-			return outcome{result: res, reusable: res, fp: l.fp}
-		}
-		return c.fillShared(fctx, fill, l, nil)
-	}
-	key := flightKey(l)
-	o, joined, err := c.flight.do(ctx, key, run)
-	if err != nil || !joined {
-		return o, err
-	}
-	if o.solo {
-		// An answer that may not be stored (input_required) is the asking
-		// request's own: ask for ours.
-		return run(ctx), nil
-	}
-	l.st.coalesced.Add(1)
-	trace.SpanFromContext(ctx).SetAttributes(attrCoalesced.Bool(true))
-	// Only a public answer crosses credentials. A private answer, or an
-	// error (it may say something about the caller), filled for another
-	// credential is not ours: fill again, collapsing only with callers of
-	// our own credential.
-	if o.fp != l.fp && (o.err != nil || o.scope != mcp.ScopePublic) {
-		o, joined, err = c.flight.do(ctx, key+"\x00"+l.fp, run)
-		if err != nil || !joined {
-			return o, err
-		}
-	}
-	if o.shared != nil {
-		o.reusable = o.shared.reusable()
-	}
-	if o.reusable != nil {
-		// Another caller's fill: what belonged to that request (its trace
-		// context, its progress token) is not ours.
-		o.result = o.reusable
-	}
-	return o, nil
-}
-
-// withTTL is res saying ttl as its ttlMs: what max_ttl caps, nobody is
-// told may last longer.
-func withTTL(res json.RawMessage, ttl time.Duration) json.RawMessage {
-	obj, err := jsonrpc.ParseObject(res)
-	if err != nil {
-		return res
-	}
-	obj["ttlMs"] = strconv.AppendInt(nil, ttl.Milliseconds(), 10)
-	return obj.Marshal()
-}
-
-// oversized is the outcome of an answer too large to store, read without
-// copying: whether it is complete and its scope, with its reusable form
-// made on first need.
-func oversized(res json.RawMessage, fp string) outcome {
-	rt, _ := jsonrpc.MemberString(res, "resultType")
-	if rt != mcp.ResultTypeComplete {
-		return outcome{result: res, fp: fp, solo: true}
-	}
-	scope, _ := jsonrpc.MemberString(res, "cacheScope")
-	return outcome{result: res, scope: mcp.NormalizeScope(scope), fp: fp, shared: &lazyShare{raw: res}}
-}
-
-// lazyShare makes, once, the form of an answer its joiners get.
-type lazyShare struct {
-	once sync.Once
-	raw  []byte
-	out  []byte
-}
-
-func (s *lazyShare) reusable() []byte {
-	s.once.Do(func() {
-		if h, err := parseHints(s.raw); err == nil {
-			s.out = splice(h.body, h.ttl.Milliseconds(), h.scope)
-		}
-	})
-	return s.out
-}
-
-// flightKey is the single flight's key for l. A read that starts after an
-// invalidation must not join a fill that started before it: the
-// generations are part of the key.
-func flightKey(l *lookup) string {
-	return fmt.Sprintf("%s\x00%s\x00%s\x00%v\x00%v", l.gid, l.r.Req.Method, l.dig, l.memGen, l.redisGen)
-}
-
-// serveStale answers a failed fill with the stale entry the lookup saw, if
-// the upstream could not be reached and there is one.
-func (c *Cache) serveStale(l *lookup, err error) (json.RawMessage, error) {
-	if l.stale == nil || !l.r.stale() || !errors.Is(err, ErrUnreachable) {
-		return nil, err
-	}
-	l.st.stale.Add(1)
-	// Counted, and at debug only: the outage is the upstream's health
-	// summary's to tell, once, not a line per key served meanwhile.
-	c.log.Debug("upstream unreachable; serving a stale entry", "upstream", l.r.Upstream, "method", l.r.Req.Method, "err", err)
-	return splice(l.stale.body, 0, l.stale.scope), nil
-}
-
-// fill runs a miss and stores what may be stored. ls, the fill lease
-// this replica may hold, is released once the entry is in Redis, or at
-// once when nothing will be.
-func (c *Cache) fill(ctx context.Context, fill Fill, l *lookup, ls lease) outcome {
-	l.st.fills.Add(1)
-	if c.redis != nil {
-		defer func() { c.redis.releaseLater(ls, false) }() // a no-op once write took it
-	}
-	// An entry is dated from when its fill began: one that began before a
-	// Revalidate may carry what the revalidation was about.
-	began := c.now()
-	res, err := fill(ctx)
-	if err != nil {
-		return outcome{err: err, fp: l.fp}
-	}
-	if len(res) > c.maxEntry+64 {
-		// Too large to store (the hints add less than 64 bytes): only its
-		// scope is read, in place, and a copy for the misses that joined
-		// the fill is made only if there are some; they share it rather
-		// than each ask the upstream again.
-		return oversized(res, l.fp)
-	}
-	h, err := parseHints(res)
-	if err != nil || !h.complete {
-		// input_required, or something that is not a result object:
-		// passed on, never stored, and never handed to another caller.
-		return outcome{result: res, fp: l.fp, solo: true}
-	}
-	ttl := min(h.ttl, c.maxTTL)
-	if ttl < h.ttl {
-		res = withTTL(res, ttl)
-	}
-	o := outcome{result: res, reusable: splice(h.body, ttl.Milliseconds(), h.scope), scope: h.scope, fp: l.fp}
-	if ttl <= 0 || len(h.body) > c.maxEntry {
-		return o
-	}
-	key, efp := l.keys[1], ""
-	if h.scope == mcp.ScopePrivate {
-		key, efp = l.keys[0], l.fp
-	}
-	now := c.now()
-	e := &entry{key: key, scope: h.scope, fp: efp, gen: l.memGen, body: h.body, expires: now.Add(ttl), staleUntil: now.Add(ttl + c.grace), filled: began}
-	if c.mem != nil {
-		c.mem.set(key, e, ttl+c.grace)
-	}
-	if c.redis != nil && l.redisOK {
-		re := *e
-		re.gen = l.redisGen
-		c.redis.write(&re, ttl, c.grace, now.Sub(began), &ls)
-	}
-	return o
-}
-
-// cacheable reports whether a request's answer may come from the cache:
-// a cacheable method (or one an operator's Policy makes so), and not the
+// cacheable reports whether r's answer may come from the cache: a
+// cacheable method (or one an operator's Policy makes so), and not the
 // retry of a multi round-trip request.
-func cacheable(r *mcp.Request, p *Policy) bool {
-	if !mcp.Cacheable(r.Method) && p == nil {
+func (r *Request) cacheable() bool {
+	m := r.Method
+	if m == nil {
+		m, _ = mcp.Lookup(r.Req.Method)
+	}
+	if (m == nil || !m.Cacheable) && r.Policy == nil {
 		return false
 	}
-	_, responses := r.Params["inputResponses"]
-	_, state := r.Params["requestState"]
+	_, responses := r.Req.Params["inputResponses"]
+	_, state := r.Req.Params["requestState"]
 	return !responses && !state
-}
-
-// Invalidate makes every entry of (upstream, tag) unreachable, on this
-// replica now and on the others as the message reaches them.
-func (c *Cache) Invalidate(ctx context.Context, upstream, tag string) {
-	c.invalidate(ctx, upstream, tagHash(tag))
-}
-
-// Revalidate is for when an upstream's changes may have been missed (its
-// watch dropped and came back): every entry of it filled until now stops
-// being fresh, here and on every replica, but stays usable for
-// stale-if-error. Replicas that each saw the drop raise one shared time,
-// by Redis's clock, rather than each wiping everything.
-func (c *Cache) Revalidate(ctx context.Context, upstream string) {
-	c.revalidated.Store(upstream, c.now())
-	c.changes.of(upstream).Add(1)
-	if c.redis != nil {
-		c.redis.revalidate(ctx, upstream)
-	}
-	c.counters(upstream).invalidations.Add(1)
-}
-
-// revalidateBefore returns the time entries of upstream must be filled
-// after to be fresh.
-func (c *Cache) revalidateBefore(upstream string) time.Time {
-	if t, ok := c.revalidated.Load(upstream); ok {
-		return t.(time.Time)
-	}
-	return time.Time{}
-}
-
-func (c *Cache) invalidate(ctx context.Context, upstream, th string) {
-	// Redis first: were memory raised first, a read on this replica in
-	// between would find memory empty, fetch the old entry from Redis and
-	// keep it in memory under the new generation. Raised this way round,
-	// such a read misses in Redis and fills fresh. If Redis cannot be
-	// reached, the upstream's shared entries are made stale on the next
-	// contact (missed).
-	if c.redis != nil {
-		c.redis.invalidate(ctx, upstream, th)
-	}
-	c.raiseLocal(upstream, th)
-	c.counters(upstream).invalidations.Add(1)
-}
-
-func (c *Cache) raiseLocal(upstream, th string) {
-	c.gens.raise(upstream+"\x00"+th, 0) // a reset flushes memory first (generations.onReset)
-}
-
-func (c *Cache) applyRemote(inv invalidation) {
-	switch {
-	case inv.Upstream == "": // a replica of before, whose shared epoch moved
-		c.missedMessages()
-		return
-	case inv.Revalidate:
-		c.revalidated.Store(inv.Upstream, c.now())
-		c.changes.of(inv.Upstream).Add(1)
-		return
-	}
-	c.raiseLocal(inv.Upstream, inv.TagHash)
-}
-
-// missedMessages is for when invalidations may have been lost on the way
-// to this replica: what memory holds stops being fresh, and stays for
-// stale-if-error. (Redis entries are checked against Redis's own
-// generations on every lookup, so they need nothing.)
-func (c *Cache) missedMessages() {
-	c.missedBefore.Store(c.now().UnixNano())
-	c.changes.all.Add(1)
-}
-
-func (c *Cache) flushMemory() {
-	if c.mem != nil {
-		c.mem.flush()
-	}
-	c.changes.all.Add(1)
 }
 
 // Close stops the invalidation listener and releases both tiers.

@@ -19,13 +19,13 @@ import (
 // params.name, with the upstream's own name. Such calls are never retried
 // once sent, and never cached or collapsed with another caller's, but for
 // the read-only tools an operator's policy caches (toolcache.go).
-func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request) (json.RawMessage, error) {
+func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request, n *Note) (json.RawMessage, error) {
 	name, ok := req.Params.Str("name")
 	if !ok {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.name must be a string")
 	}
 	if u := connectOf(set, name); u != nil && m.Name == mcp.MethodToolsCall {
-		if res, own, err := r.connect(ctx, u, name); !own {
+		if res, own, err := r.connect(ctx, u, name, n); !own {
 			return res, err
 		}
 	}
@@ -46,13 +46,8 @@ func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, r
 		}
 		sub.ParamHeaders = hs
 	}
-	var res json.RawMessage
-	var err error
-	if tc := r.toolPolicy(ctx, set, m, u, name, inner, &sub); tc != nil {
-		res, err = r.cachedCall(ctx, u, &sub, tc)
-	} else {
-		res, err = r.answer(ctx, u, &sub)
-	}
+	tc := r.toolPolicy(ctx, set, m, u, name, inner, &sub)
+	res, err := r.answer(ctx, hop{u: u, m: m, req: &sub, note: n, tool: tc})
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeInvalidParams && r.unknownTo(ctx, set, u, m.Names, name) {
 		return nil, unknownName(m.Names, name)
@@ -65,7 +60,7 @@ func (r *Router) byName(ctx context.Context, set *upstream.Set, m *mcp.Method, r
 
 // complete routes a completion/complete by its ref: a prompt by name, a
 // resource or template by URI.
-func (r *Router) complete(ctx context.Context, set *upstream.Set, req *mcp.Request) (json.RawMessage, error) {
+func (r *Router) complete(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request, n *Note) (json.RawMessage, error) {
 	ref, err := req.Params.Object("ref")
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.ref must be an object")
@@ -96,36 +91,48 @@ func (r *Router) complete(ctx context.Context, set *upstream.Set, req *mcp.Reque
 	sub := *req
 	sub.Params = req.Params.Clone()
 	sub.Params["ref"] = ref.Marshal()
-	return r.answer(ctx, u, &sub)
+	return r.answer(ctx, hop{u: u, m: m, req: &sub, note: n})
 }
 
-// answer asks u (through the cache, which passes what it may not store)
-// and turns a failure to get an answer into an error for the caller. A call
-// to a server that may ask questions in the middle of it is held when it
-// does (bridge.go); the retry of a held call resumes it.
-func (r *Router) answer(ctx context.Context, u *upstream.Upstream, req *mcp.Request) (json.RawMessage, error) {
-	if held(req) {
-		return r.holds.resume(ctx, req)
+// answer is h's answer for the caller: fetched, a failure to get one made
+// an error for the caller, a cached tool result presented (toolcache.go).
+// A call to a server that may ask questions in the middle of it is held
+// when it does (bridge.go); the retry of a held call resumes it. A cached
+// call is never held: a tool that asks is not one whose result is shared.
+func (r *Router) answer(ctx context.Context, h hop) (json.RawMessage, error) {
+	switch {
+	case h.tool != nil:
+		res, err := r.fetch(ctx, h)
+		if err != nil {
+			return nil, r.callerError(h, err)
+		}
+		return h.tool.present(res)
+	case held(h.req):
+		return r.holds.resume(ctx, h.req)
+	case !h.u.MayAsk(h.req, how(h.m, h.req, false, false)):
+		res, err := r.fetch(ctx, h)
+		return res, r.callerError(h, err)
 	}
-	if !u.MayAsk(req, how(req, false, false)) {
-		return r.answerNow(ctx, u, req)
-	}
-	return r.holds.start(ctx, req, func(hctx context.Context, ask mcp.Ask) (json.RawMessage, error) {
-		sub := *req
+	return r.holds.start(ctx, h.req, func(hctx context.Context, ask mcp.Ask) (json.RawMessage, error) {
+		sub := *h.req
 		sub.Ask = ask
-		return r.answerNow(hctx, u, &sub)
+		asked := h // h is captured, not changed: the closure holds a copy
+		asked.req = &sub
+		res, err := r.fetch(hctx, asked)
+		return res, r.callerError(asked, err)
 	})
 }
 
-func (r *Router) answerNow(ctx context.Context, u *upstream.Upstream, req *mcp.Request) (json.RawMessage, error) {
-	res, err := r.fetch(ctx, u, req, "")
+// callerError is err, h's failure to get an answer, as the caller is told
+// it; an answer the upstream gave (or nil) passes as it is.
+func (r *Router) callerError(h hop, err error) error {
 	var ue *unavailableError
 	if errors.As(err, &ue) {
 		// The upstream's health record logs failures as a summary.
-		r.log.Debug("call failed", "upstream", u.Name(), "method", req.Method, "err", ue.err)
-		return nil, ue.rpc()
+		r.log.Debug("call failed", "upstream", h.u.Name(), "method", h.req.Method, "err", ue.err)
+		return ue.rpc()
 	}
-	return res, err
+	return err
 }
 
 // nameOwner finds the upstream serving the merged-view name in list, and
@@ -231,7 +238,6 @@ const learnPages = 20
 // list: calls of names nobody lists must not list again each time. An
 // upstream listed to its end is known whole.
 func (r *Router) learn(ctx context.Context, set *upstream.Set, ups []*upstream.Upstream, list string) {
-	ctx = unnoted(ctx) // Manifold's own listing is not the request's answer
 	routes := r.routesOf(set)
 	m, _ := mcp.Lookup(list)
 	for _, u := range ups {
@@ -251,13 +257,14 @@ func (r *Router) learn(ctx context.Context, set *upstream.Set, ups []*upstream.U
 }
 
 // eachPage lists m on u (every page, at most learnPages, through the
-// cache, with header for an upstream that wants the caller's credential)
-// and hands each page's items to page, saying whether it is the last; it
-// reports whether the list was read to its end.
+// cache, with header for an upstream that wants the caller's credential,
+// unnoted: Manifold's own listing is not the request's answer) and hands
+// each page's items to page, saying whether it is the last; it reports
+// whether the list was read to its end.
 func (r *Router) eachPage(ctx context.Context, u *upstream.Upstream, m *mcp.Method, header http.Header, page func(items []json.RawMessage, last bool)) bool {
 	req := &mcp.Request{Method: m.Name, Params: jsonrpc.Object{}, Meta: jsonrpc.Object{}, Header: header}
 	for range learnPages {
-		obj, next, err := r.listPage(ctx, u, req, m)
+		obj, next, err := r.listPage(ctx, hop{u: u, m: m, req: req})
 		if err != nil {
 			return false
 		}
@@ -285,9 +292,9 @@ func (r *Router) learnWhole(ctx context.Context, set *upstream.Set, list string)
 	}
 }
 
-// listPage is one page of u's list, through the cache, and its next cursor.
-func (r *Router) listPage(ctx context.Context, u *upstream.Upstream, req *mcp.Request, m *mcp.Method) (jsonrpc.Object, string, error) {
-	res, err := r.fetch(ctx, u, req, "")
+// listPage is the page h asks for, through the cache, and its next cursor.
+func (r *Router) listPage(ctx context.Context, h hop) (jsonrpc.Object, string, error) {
+	res, err := r.fetch(ctx, h)
 	if err != nil {
 		return nil, "", err
 	}

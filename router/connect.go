@@ -37,6 +37,9 @@ func connectPage(u *upstream.Upstream) (json.RawMessage, error) {
 	return json.Marshal(map[string]any{"tools": []any{tool}, "ttlMs": 0, "cacheScope": mcp.ScopePrivate})
 }
 
+// toolsList is the method table's row of tools/list.
+var toolsList, _ = mcp.Lookup(mcp.MethodToolsList)
+
 // connectOf is the upstream whose connect tool name is, nil if none.
 func connectOf(set *upstream.Set, name string) *upstream.Upstream {
 	up, ok := strings.CutSuffix(name, namespace.NameSeparator+connectTool)
@@ -53,8 +56,10 @@ func connectOf(set *upstream.Set, name string) *upstream.Upstream {
 // u's tools, which fails with the consent to ask when the caller has
 // none, then a result saying the account is connected. own is true when
 // u lists a tool of that name itself, whose call it is to serve.
-func (r *Router) connect(ctx context.Context, u *upstream.Upstream, name string) (res json.RawMessage, own bool, err error) {
-	page, err := r.answerNow(ctx, u, &mcp.Request{Method: mcp.MethodToolsList, Params: jsonrpc.Object{}, Meta: jsonrpc.Object{}})
+func (r *Router) connect(ctx context.Context, u *upstream.Upstream, name string, n *Note) (res json.RawMessage, own bool, err error) {
+	h := hop{u: u, m: toolsList, req: &mcp.Request{Method: mcp.MethodToolsList, Params: jsonrpc.Object{}, Meta: jsonrpc.Object{}}, note: n}
+	page, err := r.fetch(ctx, h)
+	err = r.callerError(h, err)
 	if err != nil {
 		return nil, false, err
 	}

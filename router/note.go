@@ -49,15 +49,6 @@ func merged(cur, v string) string {
 
 type noteKey struct{}
 
-// unnoted is ctx for work of Manifold's own, which the request's note must
-// not record.
-func unnoted(ctx context.Context) context.Context {
-	if noteOf(ctx) == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, noteKey{}, (*Note)(nil))
-}
-
 func noteOf(ctx context.Context) *Note {
 	n, _ := ctx.Value(noteKey{}).(*Note)
 	return n

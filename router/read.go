@@ -10,8 +10,9 @@ import (
 	"github.com/manifold-mcp/manifold/upstream"
 )
 
-// read routes a resources/read to the upstream that serves its URI.
-func (r *Router) read(ctx context.Context, set *upstream.Set, req *mcp.Request) (json.RawMessage, error) {
+// read routes a resources/read (m) to the upstream that serves its URI;
+// n is the request's note.
+func (r *Router) read(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request, n *Note) (json.RawMessage, error) {
 	uri, ok := req.Params.Str("uri")
 	if !ok {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.uri must be a string")
@@ -28,17 +29,18 @@ func (r *Router) read(ctx context.Context, set *upstream.Set, req *mcp.Request) 
 		if !ok || u == nil {
 			return nil, notFound(uri, "no upstream serves this URI prefix")
 		}
+		h := hop{u: u, m: m, req: req, note: n}
 		if req.Shape != nil && r.cache != nil {
-			return r.planned(ctx, set, u, req, uri, inner)
+			return r.planned(ctx, set, h, uri, inner)
 		}
-		return r.readFrom(ctx, u, req, uri, inner)
+		return r.readFrom(ctx, h, uri, inner)
 	}
 	// Without namespaces: the upstream that lists the URI, else those whose
 	// templates match, else each in turn until one has it.
 	var lastErr error
 	routes, seen := r.routesOf(set), set.Names()
 	for _, name := range routes.candidates(seen, uri) {
-		res, err := r.readFrom(ctx, set.Get(name), req, uri, uri)
+		res, err := r.readFrom(ctx, hop{u: set.Get(name), m: m, req: req, note: n}, uri, uri)
 		if err == nil {
 			routes.served(uri, name, seen)
 			return res, nil
@@ -62,17 +64,20 @@ func (r *Router) read(ctx context.Context, set *upstream.Set, req *mcp.Request) 
 	return nil, lastErr
 }
 
-func (r *Router) readFrom(ctx context.Context, u *upstream.Upstream, req *mcp.Request, uri, inner string) (json.RawMessage, error) {
-	sub := *req
+// readFrom is h's read of the merged-view uri, inner in its upstream's
+// own view.
+func (r *Router) readFrom(ctx context.Context, h hop, uri, inner string) (json.RawMessage, error) {
+	sub := *h.req
 	if inner != uri {
-		sub.Params = req.Params.Clone()
+		sub.Params = h.req.Params.Clone()
 		sub.Params["uri"] = jsonrpc.Quote(inner)
 	}
-	res, err := r.fetch(ctx, u, &sub, uri)
+	h.req, h.uri = &sub, uri
+	res, err := r.fetch(ctx, h)
 	if err != nil {
 		var ue *unavailableError
 		if errors.As(err, &ue) {
-			r.log.Debug("read failed", "upstream", u.Name(), "err", ue.err)
+			r.log.Debug("read failed", "upstream", h.u.Name(), "err", ue.err)
 			if r.ns.Prefix {
 				return nil, ue.rpc()
 			}

@@ -104,10 +104,12 @@ func New(o Options) *Router {
 	return r
 }
 
-// Handle answers one request, routed as the method table says. The set of
+// Handle answers one request, routed as the method table says (looked up
+// once: the row goes with the request to the upstream). The set of
 // upstreams is taken once: a request finishes on the set it started with.
 func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage, error) {
-	if res, err, ok := r.replay(ctx, req); ok {
+	n := noteOf(ctx)
+	if res, err, ok := r.replay(ctx, req, n); ok {
 		return res, err
 	}
 	m, ok := mcp.Lookup(req.Method)
@@ -124,26 +126,27 @@ func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage,
 		}
 		req = sub
 	}
-	res, err := r.route(ctx, callersSet(ctx, r.ups), m, req)
+	res, err := r.route(ctx, callersSet(ctx, r.ups), m, req, n)
 	if cr, ok := oauth.IsConsent(err); ok {
 		return r.holds.askConsent(ctx, req, cr)
 	}
 	return res, err
 }
 
-// route serves req from set as its method's row says.
-func (r *Router) route(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request) (json.RawMessage, error) {
+// route serves req from set as its method's row says; n is the request's
+// note (Noted), nil if none.
+func (r *Router) route(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request, n *Note) (json.RawMessage, error) {
 	switch m.Route {
 	case mcp.RouteLocal:
 		return r.discover(ctx, set)
 	case mcp.RouteAll:
-		return r.list(ctx, set, m, req)
+		return r.list(ctx, set, m, req, n)
 	case mcp.RouteURI:
-		return r.read(ctx, set, req)
+		return r.read(ctx, set, m, req, n)
 	case mcp.RouteName:
-		return r.byName(ctx, set, m, req)
+		return r.byName(ctx, set, m, req, n)
 	case mcp.RouteRef:
-		return r.complete(ctx, set, req)
+		return r.complete(ctx, set, m, req, n)
 	}
 	// A stream is a frontend's to serve, with the hub.
 	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not served as a single answer", req.Method)
@@ -170,7 +173,7 @@ func (r *Router) discover(ctx context.Context, set *upstream.Set) (json.RawMessa
 	})
 }
 
-func (r *Router) list(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request) (json.RawMessage, error) {
+func (r *Router) list(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request, n *Note) (json.RawMessage, error) {
 	routes := r.routesOf(set)
 	if !r.ns.Prefix && req.Params["cursor"] == nil && (m.ID == "name") {
 		// Without namespaces a name is the first upstream's that lists it,
@@ -178,7 +181,7 @@ func (r *Router) list(ctx context.Context, set *upstream.Set, m *mcp.Method, req
 		// on a later page. Listing each upstream whole once per set tells.
 		r.learnWhole(ctx, set, m.Name)
 	}
-	res, err := r.merger.ListIn(ctx, cursorView(set), req, set.Names(), r.pages(set), viewRoutes{routes, set.Names(), set.View()})
+	res, err := r.merger.ListIn(ctx, cursorView(set), req, set.Names(), r.pages(set, m, n), viewRoutes{routes, set.Names(), set.View()})
 	var refused *merge.UpstreamCursorError
 	if errors.As(err, &refused) && r.cache != nil {
 		// The cached pages that handed out this cursor are stale too: drop
@@ -219,11 +222,11 @@ func (r *Router) listResult(m *mcp.Method, res *merge.Result) json.RawMessage {
 	return append(b, '}')
 }
 
-// pages is the merge.Fetcher of a set: one upstream's page, in the merged
-// view.
-func (r *Router) pages(set *upstream.Set) merge.Fetcher {
+// pages is the merge.Fetcher of a set's lists of m: one upstream's page,
+// in the merged view, noted in n.
+func (r *Router) pages(set *upstream.Set, m *mcp.Method, n *Note) merge.Fetcher {
 	return merge.FetcherFunc(func(ctx context.Context, name string, req *mcp.Request) (json.RawMessage, error) {
-		res, err := r.fetch(ctx, set.Get(name), req, "")
+		res, err := r.fetch(ctx, hop{u: set.Get(name), m: m, req: req, note: n})
 		if _, consent := oauth.IsConsent(err); consent && req.Method == mcp.MethodToolsList && req.Params["cursor"] == nil {
 			return connectPage(set.Get(name)) // the caller's own to call; past the view's filter, as Manifold's
 		}
@@ -244,57 +247,73 @@ func (r *Router) pages(set *upstream.Set) merge.Fetcher {
 // (toolCached), or, for a method the table caches, the cache tier (of
 // which there is none: noTier). A list page is always kept: the merge
 // reads its hints, which only 2026-07-28 carries.
-func how(req *mcp.Request, toolCached, noTier bool) upstream.How {
+func how(m *mcp.Method, req *mcp.Request, toolCached, noTier bool) upstream.How {
 	if req.CallerVersion == "" || toolCached {
 		return upstream.How{}
 	}
-	m, _ := mcp.Lookup(req.Method)
 	return upstream.How{Alone: !m.Cacheable || noTier && m.Route != mcp.RouteAll}
+}
+
+// A hop is one request on its way to one upstream, with all that decides
+// how fetch takes it there. It is passed by value: the fill that may call
+// it keeps its own copy, in one allocation.
+type hop struct {
+	u   *upstream.Upstream
+	m   *mcp.Method // req's row of the method table
+	req *mcp.Request
+	uri string // the merged-view URI of a read, for not-found errors
+	// note is the request's (Noted), nil for Manifold's own work (a
+	// listing to learn names), which it must not record.
+	note *Note
+	// tool is the cache policy of a tool call (toolcache.go), nil if none.
+	tool *toolCall
+	// plan, when set, receives the cache's lookup for the next read of the
+	// request's shape (replay.go).
+	plan *plan
+	// how is fetch's decision of the call (how), made once per hop.
+	how upstream.How
 }
 
 // fetch is the one way to an upstream, through the cache. It returns the
 // result in the merged view, or the upstream's error made legal for
-// 2026-07-28 (a *jsonrpc.Error), or a failure to get an answer. uri is the
-// merged-view URI of a read, for not-found errors.
-func (r *Router) fetch(ctx context.Context, u *upstream.Upstream, req *mcp.Request, uri string) (json.RawMessage, error) {
+// 2026-07-28 (a *jsonrpc.Error), or a failure to get an answer.
+func (r *Router) fetch(ctx context.Context, h hop) (json.RawMessage, error) {
 	if r.admit != nil {
-		if err := r.admit(ctx, u.Name()); err != nil {
+		if err := r.admit(ctx, h.u.Name()); err != nil {
 			return nil, err
 		}
 	}
-	n := noteOf(ctx)
-	if n != nil {
-		n.setUpstream(u.Name())
+	if h.note != nil {
+		h.note.setUpstream(h.u.Name())
 	}
-	h := how(req, toolCallOf(ctx) != nil, !r.cache.Keeps())
+	h.how = how(h.m, h.req, h.tool != nil, !r.cache.Keeps())
 	if r.cache == nil {
-		if n != nil {
-			n.setTier(cache.TierUpstream)
+		if h.note != nil {
+			h.note.setTier(cache.TierUpstream)
 		}
-		return r.call(ctx, u, req, h, uri)
+		return r.call(ctx, h)
 	}
-	m, _ := mcp.Lookup(req.Method)
-	tag := m.Tag
+	tag := h.m.Tag
 	if tag == mcp.TagURI {
 		// Every spelling of one URI is one entry, under one tag, and the
 		// upstream is asked in the spelling that keys it.
-		asked := req.Params.String("uri")
+		asked := h.req.Params.String("uri")
 		normal := mcp.NormalizeURI(asked)
 		tag = mcp.TagOfNormal(normal)
 		if normal != asked {
-			req = withURI(req, normal)
+			h.req = withURI(h.req, normal)
 		}
 	}
-	fill := func(ctx context.Context) (json.RawMessage, error) { return r.call(ctx, u, req, h, uri) }
-	cr := cache.Request{Upstream: u.Name(), EraChanges: u.EraChanges(), Tag: tag, Req: req,
-		Forwarded: u.ForwardHeaders(), Principal: principalKey(ctx, u)}
-	if n != nil {
-		cr.Served = n.setTier
+	fill := func(ctx context.Context) (json.RawMessage, error) { return r.call(ctx, h) }
+	cr := cache.Request{Upstream: h.u.Name(), EraChanges: h.u.EraChanges(), Tag: tag, Req: h.req, Method: h.m,
+		Forwarded: h.u.ForwardHeaders(), Principal: principalKey(ctx, h.u)}
+	if h.note != nil {
+		cr.Served = h.note.setTier
 	}
-	if tc := toolCallOf(ctx); tc != nil {
-		cr, fill = tc.apply(cr, fill)
-	} else {
-		cr.Prepare = preparing(ctx, req)
+	if h.tool != nil {
+		cr, fill = h.tool.apply(cr, fill)
+	} else if h.plan != nil {
+		cr.Prepare = h.plan.prepared
 	}
 	return r.cache.Get(ctx, cr, fill)
 }
@@ -326,8 +345,9 @@ func principalKey(ctx context.Context, u *upstream.Upstream) string {
 // call asks the upstream and puts its answer in the shape the cache stores
 // and callers see: lists filtered, results decorated with what every result
 // must carry, names and URIs namespaced, errors legal.
-func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Request, h upstream.How, uri string) (json.RawMessage, error) {
-	resp, err := u.Call(ctx, req, h)
+func (r *Router) call(ctx context.Context, h hop) (json.RawMessage, error) {
+	u, req := h.u, h.req
+	resp, err := u.Call(ctx, req, h.how)
 	if _, consent := oauth.IsConsent(err); consent {
 		return nil, err // the caller's to be asked (Handle)
 	}
@@ -343,9 +363,9 @@ func (r *Router) call(ctx context.Context, u *upstream.Upstream, req *mcp.Reques
 			r.log.Warn("upstream answered an invalid error", "upstream", u.Name(), "method", req.Method,
 				"code", resp.Error.Code, "message", clip.Text(resp.Error.Message, maxLoggedMessage))
 		}
-		return nil, legalize(u.Name(), req.Method, uri, resp.Error)
+		return nil, legalize(u.Name(), req.Method, h.uri, resp.Error)
 	}
-	res, err := r.shape(u, req, h, resp.Result)
+	res, err := r.shape(u, h.m, req, h.how, resp.Result)
 	if err != nil {
 		return nil, &unavailableError{upstream: u.Name(), err: &malformedError{err}}
 	}
@@ -437,8 +457,7 @@ const maxURILen = 8 << 10
 // view: a page of tools or prompts filtered, any other answer that is not
 // a list page decorated; names and URIs namespaced, in the decorating pass
 // where the namespace rewrites listed items (decorate), else after.
-func (r *Router) shape(u *upstream.Upstream, req *mcp.Request, h upstream.How, res json.RawMessage) (json.RawMessage, error) {
-	m, _ := mcp.Lookup(req.Method)
+func (r *Router) shape(u *upstream.Upstream, m *mcp.Method, req *mcp.Request, h upstream.How, res json.RawMessage) (json.RawMessage, error) {
 	if m.Name == mcp.MethodResourcesRead {
 		if err := checkRead(res); err != nil {
 			return nil, err

@@ -50,13 +50,6 @@ type toolCall struct {
 	age  time.Duration
 }
 
-type toolCallKey struct{}
-
-func toolCallOf(ctx context.Context) *toolCall {
-	tc, _ := ctx.Value(toolCallKey{}).(*toolCall)
-	return tc
-}
-
 // toolPolicy is the policy under which a call of u's tool (name in the
 // merged view, inner its own) may be answered from the cache, or nil when
 // it must reach the upstream.
@@ -74,15 +67,6 @@ func (r *Router) toolPolicy(ctx context.Context, set *upstream.Set, m *mcp.Metho
 		return nil
 	}
 	return &toolCall{ttl: p.TTL, scope: p.Scope, policy: cache.Policy{StaleIfError: p.StaleIfError}}
-}
-
-// cachedCall answers a call under tc, through the cache.
-func (r *Router) cachedCall(ctx context.Context, u *upstream.Upstream, req *mcp.Request, tc *toolCall) (json.RawMessage, error) {
-	res, err := r.answerNow(context.WithValue(ctx, toolCallKey{}, tc), u, req)
-	if err != nil {
-		return nil, err
-	}
-	return tc.present(res)
 }
 
 // apply makes the cache request and fill of fetch those of the policy.
@@ -216,10 +200,8 @@ func (r *Router) readOnly(ctx context.Context, set *upstream.Set, u *upstream.Up
 // caller's headers: an upstream may want its credential) and returns those
 // annotated read-only, and whether the list was read to its end.
 func (r *Router) listReadOnly(ctx context.Context, u *upstream.Upstream, header http.Header) (map[string]bool, bool) {
-	ctx = unnoted(ctx) // Manifold's own listing is not the request's answer
-	m, _ := mcp.Lookup(mcp.MethodToolsList)
 	tools := map[string]bool{}
-	whole := r.eachPage(ctx, u, m, header, func(items []json.RawMessage, _ bool) {
+	whole := r.eachPage(ctx, u, toolsList, header, func(items []json.RawMessage, _ bool) {
 		for _, item := range items {
 			var t struct {
 				Name        string `json:"name"`

@@ -43,12 +43,7 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		how := "this endpoint accepts POST only"
-		if h.legacy != nil {
-			how = transports
-		}
-		writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "method %s not allowed without an Mcp-Session-Id: %s", r.Method, how), http.StatusMethodNotAllowed)
+		h.refuseMethod(w, r)
 		return
 	}
 	wantSSE, ok := checkPost(w, r)
@@ -85,18 +80,30 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, msg.ID, rpcErr, status(rpcErr.Code))
 		return
 	}
-	if IsStream(req.Method) && !wantSSE {
+	stream := IsStream(req.Method)
+	if stream && !wantSSE {
 		writeError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "%s answers with an event stream: Accept must include text/event-stream", req.Method), http.StatusNotAcceptable)
 		return
 	}
 	req.Header = r.Header
-	if isShaped && !IsStream(req.Method) && bytes.Equal(msg.ID, body[idStart:idEnd]) {
+	if isShaped && !stream && bytes.Equal(msg.ID, body[idStart:idEnd]) {
 		kept := shaped(req)
 		h.d.Serve(r.Context(), msg.ID, req, &httpWriter{w: w, sseOK: wantSSE})
 		h.shapes.keep(key, cap(body), kept) // what the stored slices hold
 		return
 	}
 	h.d.Serve(r.Context(), msg.ID, req, &httpWriter{w: w, sseOK: wantSSE})
+}
+
+// refuseMethod answers a request of another method than POST that names
+// no session: 405, saying what the endpoint accepts.
+func (h *HTTP) refuseMethod(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", http.MethodPost)
+	how := "this endpoint accepts POST only"
+	if h.legacy != nil {
+		how = transports
+	}
+	writeError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "method %s not allowed without an Mcp-Session-Id: %s", r.Method, how), http.StatusMethodNotAllowed)
 }
 
 // shapeOf is shapes.of, when the dispatcher's handler plans reads by shape

@@ -95,19 +95,9 @@ func (s *shapes) of(buf *[]byte, r *http.Request, body []byte) (key shapeKey, id
 		return key, 0, 0, false
 	}
 	var fields [maxHeaders]headerField
-	n, size := 0, 0 // size bounds what the fields take written out
-	for k, vs := range r.Header {
-		if perRequest(k) {
-			return key, 0, 0, false
-		}
-		if k != "Content-Length" {
-			fields[n] = headerField{k, vs}
-			n++
-			size += 2*binary.MaxVarintLen64 + len(k)
-			for _, v := range vs {
-				size += binary.MaxVarintLen64 + len(v)
-			}
-		}
+	n, size, ok := shapeFields(r.Header, &fields)
+	if !ok {
+		return key, 0, 0, false
 	}
 	p := auth.From(r.Context())
 	size += 4*binary.MaxVarintLen64 + len(r.URL.Path) + len(r.URL.RawQuery) + len(r.Host) + 1
@@ -151,6 +141,27 @@ func (s *shapes) of(buf *[]byte, r *http.Request, body []byte) (key shapeKey, id
 	clear(b) // it held the caller's credentials
 	*buf = b[:0]
 	return sum, idStart, idEnd, true
+}
+
+// shapeFields puts in fields the headers of h that are in its shape (all
+// but Content-Length: its body is), and returns how many, and a bound of
+// what they take written out; ok is false when h holds a per-request
+// header. h has at most maxHeaders.
+func shapeFields(h http.Header, fields *[maxHeaders]headerField) (n, size int, ok bool) {
+	for k, vs := range h {
+		if perRequest(k) {
+			return 0, 0, false
+		}
+		if k != "Content-Length" {
+			fields[n] = headerField{k, vs}
+			n++
+			size += 2*binary.MaxVarintLen64 + len(k)
+			for _, v := range vs {
+				size += binary.MaxVarintLen64 + len(v)
+			}
+		}
+	}
+	return n, size, true
 }
 
 // headerField is one header of a request, its name and its values.
