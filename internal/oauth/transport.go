@@ -108,19 +108,25 @@ func (t roundTripper) authorized(req *http.Request) (*http.Response, error) {
 		}
 		return nil, c.askConsent(ctx, principal, parseChallenge(resp.Header), nil)
 	case resp.StatusCode == http.StatusForbidden && c.o.Mode == ModeUser && g != nil:
-		ch := parseChallenge(resp.Header)
-		if ch.Error != "insufficient_scope" {
-			return resp, nil
-		}
-		drain(resp)
-		if !c.stepUp(principal) {
-			return nil, fmt.Errorf("upstream %s: %w", c.o.Upstream, ErrScopeRetries)
-		}
-		return nil, c.askConsent(ctx, principal, ch, g.Scopes)
+		return c.forbidden(ctx, principal, g, resp)
 	case resp.StatusCode/100 == 2:
 		c.accepted(principal)
 	}
 	return resp, nil
+}
+
+// forbidden is a user's 403 made a consent for the scope it asks for
+// (step-up), when it asks for more scope, and passed on otherwise.
+func (c *Client) forbidden(ctx context.Context, principal string, g *grant, resp *http.Response) (*http.Response, error) {
+	ch := parseChallenge(resp.Header)
+	if ch.Error != "insufficient_scope" {
+		return resp, nil
+	}
+	drain(resp)
+	if !c.stepUp(principal) {
+		return nil, fmt.Errorf("upstream %s: %w", c.o.Upstream, ErrScopeRetries)
+	}
+	return nil, c.askConsent(ctx, principal, ch, g.Scopes)
 }
 
 // send sends req with g's token (or none). A DPoP-bound token goes with a
