@@ -111,15 +111,59 @@ func (r *Reader) readLine(max int) (string, error) {
 // Writer writes events to an HTTP response, flushing each one. It is safe for
 // concurrent use, so keep-alives and events can come from different goroutines.
 type Writer struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	w  io.Writer // StallBound
+	rc *http.ResponseController
+}
+
+// WriteTimeout bounds a stall of each write: a client that stops reading
+// fails the stream instead of holding its writer forever.
+const WriteTimeout = 10 * time.Second
+
+// stallChunk is how much StallBound writes under one deadline: a client
+// reading 16 KiB in WriteTimeout keeps up.
+const stallChunk = 64 << 10
+
+// StallBound is w written in chunks, each under a deadline of its own:
+// a client that reads slowly but steadily gets the whole of a large
+// answer, and one that stops reading for timeout fails the write. (One
+// deadline for the whole write would cut a 15 MB list off a client on a
+// slow link.)
+func StallBound(w http.ResponseWriter, timeout time.Duration) io.Writer {
+	return &stallWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
+type stallWriter struct {
 	w       io.Writer
 	rc      *http.ResponseController
 	timeout time.Duration
 }
 
-// WriteTimeout bounds each write: a client that stops reading fails the
-// stream instead of holding its writer forever.
-const WriteTimeout = 10 * time.Second
+func (s *stallWriter) Write(p []byte) (int, error) {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	return WriteStallBound(s.w, s.rc, s.timeout, p)
+}
+
+// WriteStallBound writes p to w as StallBound does: the caller has set a
+// deadline for its first chunk, and each later one gets a new deadline of
+// timeout through rc (w's). An answer of one chunk, as most are, costs no
+// more than one deadline.
+func WriteStallBound(w io.Writer, rc *http.ResponseController, timeout time.Duration, p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if n > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(timeout))
+		}
+		c := min(len(p), stallChunk)
+		m, err := w.Write(p[:c])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[c:]
+	}
+	return n, nil
+}
 
 // NewWriter sets the SSE response headers and returns a Writer. It does not
 // write the status line; the first event (or WriteHeader) does.
@@ -128,11 +172,7 @@ func NewWriter(w http.ResponseWriter) *Writer {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	return &Writer{w: w, rc: http.NewResponseController(w), timeout: WriteTimeout}
-}
-
-func (s *Writer) deadline() {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	return &Writer{w: StallBound(w, WriteTimeout), rc: http.NewResponseController(w)}
 }
 
 // Event writes one `message` event whose data is a single JSON message. A
@@ -144,7 +184,6 @@ func (s *Writer) Event(data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	payload := lineBreaks.Replace(string(data))
-	s.deadline()
 	if _, err := fmt.Fprintf(s.w, "event: message\ndata: %s\n\n", payload); err != nil {
 		return fmt.Errorf("sse write: %w", err)
 	}
@@ -160,7 +199,6 @@ func (s *Writer) Named(name string, data []byte) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.deadline()
 	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, data); err != nil {
 		return fmt.Errorf("sse write: %w", err)
 	}
@@ -173,7 +211,6 @@ var lineBreaks = strings.NewReplacer("\r\n", "\ndata: ", "\r", "\ndata: ", "\n",
 func (s *Writer) Comment(text string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.deadline()
 	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
 		return fmt.Errorf("sse write: %w", err)
 	}

@@ -237,13 +237,14 @@ func (o *httpWriter) Result(id, res json.RawMessage) {
 	// The result is written in place, not copied into one buffer: for a
 	// cache hit this copy would be most of the work left. A client that
 	// stops reading fails the write rather than holding it.
-	_ = http.NewResponseController(o.w).SetWriteDeadline(time.Now().Add(sse.WriteTimeout))
+	rc := http.NewResponseController(o.w)
+	_ = rc.SetWriteDeadline(time.Now().Add(sse.WriteTimeout))
 	h := o.w.Header()
 	h["Content-Type"] = jsonType // canonical keys: no need for Set
 	h["Content-Length"] = []string{strconv.Itoa(len(resultPrefix) + len(id) + len(resultInfix) + len(res) + len(resultSuffix))}
 	o.w.WriteHeader(http.StatusOK)
 	for _, p := range [][]byte{resultPrefix, id, resultInfix, res, resultSuffix} {
-		_, _ = o.w.Write(p)
+		_, _ = sse.WriteStallBound(o.w, rc, sse.WriteTimeout, p)
 	}
 }
 
