@@ -24,9 +24,7 @@ func (u *Upstream) ConnectDescription() string {
 	if u.o.Description != "" {
 		return u.o.Description
 	}
-	u.mu.Lock()
-	info := u.knocked
-	u.mu.Unlock()
+	info := u.prober.learnt()
 	name, instructions := clip.Text(info.ServerInfo.Name, 100), clip.Text(info.Instructions, maxLearnt)
 	what := name
 	switch {

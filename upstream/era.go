@@ -29,23 +29,23 @@ import (
 // callerSession returns the session req should go over: s, or the legacy
 // session of the caller's revision when the server speaks it and the
 // answer is not cached.
-func (u *Upstream) callerSession(ctx context.Context, s *session, req *mcp.Request, how How) *session {
-	if !u.speaksEra(s, req, how) {
+func (ss *sessions) callerSession(ctx context.Context, s *session, req *mcp.Request, how How) *session {
+	if !ss.speaksEra(s, req, how) {
 		return s
 	}
 	v := req.CallerVersion
-	if ls := u.pool.get(ofRevision(v)); ls != nil {
+	if ls := ss.pool.get(ofRevision(v)); ls != nil {
 		return ls
 	}
-	ch := u.probe.DoChan("era:"+v, func() (any, error) {
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.o.Timeout)
+	ch := ss.flights.DoChan("era:"+v, func() (any, error) {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ss.timeout)
 		defer cancel()
-		ls, err := u.initializeAs(pctx, 0, v, json.RawMessage(`{}`))
+		ls, err := ss.hs.initializeAs(pctx, 0, v, json.RawMessage(`{}`))
 		if err != nil {
-			u.log.Debug("upstream refused a session in the caller's revision; speaking 2026-07-28", "version", v, "err", err)
+			ss.log.Debug("upstream refused a session in the caller's revision; speaking 2026-07-28", "version", v, "err", err)
 			return nil, err
 		}
-		u.pool.put(ofRevision(v), ls)
+		ss.pool.put(ofRevision(v), ls)
 		return ls, nil
 	})
 	select {
@@ -58,24 +58,21 @@ func (u *Upstream) callerSession(ctx context.Context, s *session, req *mcp.Reque
 	return s
 }
 
-// overHTTP reports whether the server is spoken to over Streamable HTTP.
-func (u *Upstream) overHTTP() bool { return u.wire() == WireHTTP }
-
 // speaksCallersEra reports whether req would go over a legacy session of
 // its caller's revision (callerSession), on which the server may ask its
 // caller questions in the middle of the call.
-func (u *Upstream) speaksCallersEra(req *mcp.Request, how How) bool {
-	s := u.pool.get(theServer)
-	return s != nil && u.speaksEra(s, req, how)
+func (ss *sessions) speaksCallersEra(req *mcp.Request, how How) bool {
+	s := ss.pool.get(theServer)
+	return s != nil && ss.speaksEra(s, req, how)
 }
 
 // speaksEra reports whether req goes in its caller's revision to the
 // server of modern session s: a legacy revision of Streamable HTTP that
 // the server supports, for an answer no cache keeps.
-func (u *Upstream) speaksEra(s *session, req *mcp.Request, how How) bool {
+func (ss *sessions) speaksEra(s *session, req *mcp.Request, how How) bool {
 	v := req.CallerVersion
 	return how.alone(req) && mcp.HasVersionHeader(v) && s.Modern && slices.Contains(s.Versions, v) &&
-		u.overHTTP() && !u.o.PerPrincipal && !takesQuestions(req)
+		ss.conn.Wire() == WireHTTP && !ss.perPrincipal && !takesQuestions(req)
 }
 
 // takesQuestions reports whether the caller declared a capability a

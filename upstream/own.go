@@ -3,10 +3,10 @@ package upstream
 import (
 	"context"
 	"fmt"
-	"github.com/manifold-mcp/manifold/upstream/transport"
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/oauth"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 )
 
 // Sessions of their own, toward a server reached with each caller's own
@@ -34,92 +34,92 @@ const maxOwnSessions = 256
 // endingTime bounds how long Close waits for the sessions it ends.
 const endingTime = 5 * time.Second
 
-// perPrincipal reports whether s is one to keep per principal: a legacy
+// keepsOwn reports whether s is one to keep per principal: a legacy
 // session (it has an id) of a server reached per principal, or any session
 // of a stdio server run per principal, the anonymous caller's included (the
 // process is the principal's, whatever the era).
-func (u *Upstream) perPrincipal(s *session) bool {
-	return u.processPerPrincipal() || s.owner != "" && !s.Modern && s.id != ""
+func (ss *sessions) keepsOwn(s *session) bool {
+	return ss.process || s.owner != "" && !s.Modern && s.id != ""
 }
 
-// processPerPrincipal reports whether the server is a stdio one run as a
+// processPerPrincipal reports whether o's server is a stdio one run as a
 // process per principal.
-func (u *Upstream) processPerPrincipal() bool { return u.o.PerPrincipal && len(u.o.Command) > 0 }
+func processPerPrincipal(o Options) bool { return o.PerPrincipal && len(o.Command) > 0 }
 
 // ownedBy records that s was opened as ctx's caller, and reports whether
 // it is one to keep per principal.
-func (u *Upstream) ownedBy(ctx context.Context, s *session) bool {
+func (ss *sessions) ownedBy(ctx context.Context, s *session) bool {
 	s.owner, s.as = oauth.Principal(ctx), oauth.CallerOf(ctx)
-	return u.perPrincipal(s)
+	return ss.keepsOwn(s)
 }
 
-// ownSession returns the session ctx's caller calls in, and what to call
+// own returns the session ctx's caller calls in, and what to call
 // when the call is over: s itself, unless s is a legacy session of a
 // server reached per principal, or a session of a process per principal,
 // where it is the caller's own.
-func (u *Upstream) ownSession(ctx context.Context, s *session) (*session, func(), error) {
-	if !u.perPrincipal(s) {
+func (ss *sessions) own(ctx context.Context, s *session) (*session, func(), error) {
+	if !ss.keepsOwn(s) {
 		return s, func() {}, nil
 	}
 	key := oauth.Principal(ctx)
-	if ps, release := u.pool.acquire(ofPrincipal(key), nil); ps != nil {
+	if ps, release := ss.pool.acquire(ofPrincipal(key), nil); ps != nil {
 		return ps, release, nil
 	}
-	ch := u.probe.DoChan("own:"+key, func() (any, error) {
+	ch := ss.flights.DoChan("own:"+key, func() (any, error) {
 		// Detached as the negotiation is: the principal's other calls wait
 		// on it too. The context keeps the caller, whose token opens it.
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.o.Timeout)
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ss.timeout)
 		defer cancel()
-		ps, err := u.openOwn(pctx, s)
+		ps, err := ss.hs.openOwn(pctx, s)
 		if err != nil {
 			return nil, err
 		}
-		u.ownedBy(ctx, ps)
-		u.pool.put(ofPrincipal(key), ps)
+		ss.ownedBy(ctx, ps)
+		ss.pool.put(ofPrincipal(key), ps)
 		return ps, nil
 	})
 	select {
 	case r := <-ch:
 		if r.Err != nil {
-			return nil, nil, fmt.Errorf("upstream %s: a session of the caller's own: %w", u.o.Name, r.Err)
+			return nil, nil, fmt.Errorf("upstream %s: a session of the caller's own: %w", ss.name, r.Err)
 		}
-		ps, release := u.pool.acquire(ofPrincipal(key), r.Val.(*session))
+		ps, release := ss.pool.acquire(ofPrincipal(key), r.Val.(*session))
 		return ps, release, nil
 	case <-ctx.Done():
-		return nil, nil, fmt.Errorf("upstream %s: waiting for a session of the caller's own: %w", u.o.Name, ctx.Err())
+		return nil, nil, fmt.Errorf("upstream %s: waiting for a session of the caller's own: %w", ss.name, ctx.Err())
 	}
 }
 
 // openOwn opens a session of the era of s for ctx's caller: on the
 // server's one channel, or on a process of the caller's own, started for
 // it (and ended again if the session cannot be opened).
-func (u *Upstream) openOwn(ctx context.Context, s *session) (*session, error) {
-	if !u.processPerPrincipal() {
-		return u.initialize(ctx, s.gen, s.Version)
+func (h *handshake) openOwn(ctx context.Context, s *session) (*session, error) {
+	if !h.process {
+		return h.initialize(ctx, s.gen, s.Version)
 	}
-	gen, err := u.conn.Ready(ctx)
+	gen, err := h.conn.Ready(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var ps *session
 	if s.Modern {
-		ps, err = u.discover(ctx, gen)
+		ps, err = h.discover(ctx, gen)
 	} else {
-		ps, err = u.initialize(ctx, gen, s.Version)
+		ps, err = h.initialize(ctx, gen, s.Version)
 	}
 	if err != nil {
-		_ = u.conn.EndSession(ctx, &transport.Exchange{Gen: gen})
+		_ = h.conn.EndSession(ctx, &transport.Exchange{Gen: gen})
 	}
 	return ps, err
 }
 
 // ownLive returns the live session of ctx's caller's own process, if it
 // has one; none for a server not run as a process per principal.
-func (u *Upstream) ownLive(ctx context.Context) *session {
-	if !u.processPerPrincipal() {
+func (ss *sessions) ownLive(ctx context.Context) *session {
+	if !ss.process {
 		return nil
 	}
-	if s := u.pool.get(ofPrincipal(oauth.Principal(ctx))); s != nil && u.conn.Alive(s.gen) {
+	if s := ss.pool.get(ofPrincipal(oauth.Principal(ctx))); s != nil && ss.conn.Alive(s.gen) {
 		return s
 	}
 	return nil

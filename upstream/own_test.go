@@ -77,9 +77,9 @@ func TestOwnSessionsAreBounded(t *testing.T) {
 	before := heap()
 	read(2*maxOwnSessions, 8*maxOwnSessions)
 	after := heap()
-	u.pool.mu.Lock()
-	kept := u.pool.owned
-	u.pool.mu.Unlock()
+	u.sessions.pool.mu.Lock()
+	kept := u.sessions.pool.owned
+	u.sessions.pool.mu.Unlock()
 	if kept > maxOwnSessions {
 		t.Errorf("%d sessions kept for %d principals, bound %d", kept, 8*maxOwnSessions, maxOwnSessions)
 	}

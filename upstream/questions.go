@@ -17,21 +17,21 @@ import (
 // requests it makes of us (ping, and the questions of a call, which go to
 // that call's caller) and notifications (progress for a call, changes for
 // the hub).
-func (u *Upstream) onServerMessage(ctx context.Context, gen uint64, msg *jsonrpc.Message, ask mcp.Ask, reply transport.Replier) {
+func (x *exchanger) onServerMessage(ctx context.Context, gen uint64, msg *jsonrpc.Message, ask mcp.Ask, reply transport.Replier) {
 	switch {
 	case msg.IsRequest() && msg.Method == mcp.MethodPing:
 		reply(&jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Result: json.RawMessage(`{}`)}, nil)
 	case msg.IsRequest() && mcp.Questions[msg.Method] != "":
-		u.question(ctx, gen, msg, ask, reply)
+		x.question(ctx, gen, msg, ask, reply)
 	case msg.IsRequest():
 		reply(refusal(msg, "not supported by Manifold"), nil)
 	case msg.IsNotification() && msg.Method == mcp.NotifyProgress:
 		// Progress outside its call's own stream: a legacy session's GET
 		// stream, or stdout. A log message there names no request: dropped.
-		u.progress.deliver(msg)
+		x.progress.deliver(msg)
 	case msg.IsNotification():
 		if ev, ok := eventOf(msg); ok {
-			u.emit(ev)
+			x.emit(ev)
 		}
 	}
 }
@@ -40,12 +40,12 @@ func (u *Upstream) onServerMessage(ctx context.Context, gen uint64, msg *jsonrpc
 // to: the call whose stream carried it (ask), or on a shared channel (of
 // generation gen) the one call it can be attributed to (see calls), whose
 // forwarded headers then go with the answer.
-func (u *Upstream) question(ctx context.Context, gen uint64, msg *jsonrpc.Message, ask mcp.Ask, reply transport.Replier) {
+func (x *exchanger) question(ctx context.Context, gen uint64, msg *jsonrpc.Message, ask mcp.Ask, reply transport.Replier) {
 	var header http.Header
 	if ask == nil {
-		c := u.calls.only(gen)
+		c := x.calls.only(gen)
 		if c == nil {
-			reply(refusal(msg, u.unattributed()), nil)
+			reply(refusal(msg, x.unattributed), nil)
 			return
 		}
 		ctx, ask, header = c.ctx, c.ask, c.header
@@ -53,15 +53,15 @@ func (u *Upstream) question(ctx context.Context, gen uint64, msg *jsonrpc.Messag
 	go func() { reply(answerOf(ctx, msg, ask), header) }()
 }
 
-// unattributed says why a question on a shared channel was refused and,
-// on a stdio process that every caller shares, what gives each principal
-// one of its own, whose questions are that principal's.
-func (u *Upstream) unattributed() string {
+// unattributed says why a question on a shared channel of o's server is
+// refused and, on a stdio process that every caller shares, what gives
+// each principal one of its own, whose questions are that principal's.
+func unattributed(o Options) string {
 	const why = "no caller it can be attributed to can be asked"
-	if len(u.o.Command) == 0 || u.o.PerPrincipal {
+	if len(o.Command) == 0 || o.PerPrincipal {
 		return why
 	}
-	return fmt.Sprintf("%s: other calls are in flight on upstream %s's one process (per_principal: true runs a process per principal)", why, u.o.Name)
+	return fmt.Sprintf("%s: other calls are in flight on upstream %s's one process (per_principal: true runs a process per principal)", why, o.Name)
 }
 
 // askContained is ask, a panic in it (on the goroutine of the question, not

@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"github.com/manifold-mcp/manifold/upstream/transport"
 	"net/url"
 	"strconv"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/mcptrace"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 )
 
 // attrUpstream names the configured upstream a client span calls: the
@@ -20,13 +20,13 @@ const attrUpstream = attribute.Key("manifold.upstream")
 // describeCall sets what the client span of a call says: the request in
 // the server's own names (internal/mcptrace), the upstream, the revision
 // spoken, the legacy session's digest, and where the server is.
-func (u *Upstream) describeCall(span trace.Span, s *session, req *mcp.Request) {
+func (x *exchanger) describeCall(span trace.Span, s *session, req *mcp.Request) {
 	mcptrace.Describe(span, req.Method, req.Params)
-	span.SetAttributes(attrUpstream.String(u.o.Name), mcptrace.Version(s.Version))
+	span.SetAttributes(attrUpstream.String(x.name), mcptrace.Version(s.Version))
 	if s.id != "" {
 		span.SetAttributes(mcptrace.Session(s.id))
 	}
-	span.SetAttributes(u.peer...)
+	span.SetAttributes(x.peer...)
 }
 
 // describeReply records how a call ended: the server's answer, or the

@@ -25,7 +25,7 @@ import (
 
 // spliceParams is params for a request that carries its raw params, or
 // false where params must encode the maps.
-func (u *Upstream) spliceParams(ctx context.Context, s *session, req *mcp.Request) (json.RawMessage, bool) {
+func (t *translator) spliceParams(ctx context.Context, s *session, req *mcp.Request) (json.RawMessage, bool) {
 	if len(req.Raw) == 0 || trace.SpanContextFromContext(ctx).IsValid() {
 		return nil, false
 	}
@@ -37,7 +37,7 @@ func (u *Upstream) spliceParams(ctx context.Context, s *session, req *mcp.Reques
 	if err != nil {
 		return nil, false
 	}
-	dst := make([]byte, 0, len(req.Raw)+len(u.info)+96)
+	dst := make([]byte, 0, len(req.Raw)+len(t.info)+96)
 	dst = append(dst, '{')
 	var metaGuide []byte
 	found := 0
@@ -60,7 +60,7 @@ func (u *Upstream) spliceParams(ctx context.Context, s *session, req *mcp.Reques
 	if found != len(req.Params) {
 		return nil, false // members added since, which have no place in the guide
 	}
-	dst, ok := u.appendMeta(dst, s, metaGuide, req.Meta)
+	dst, ok := t.appendMeta(dst, s, metaGuide, req.Meta)
 	if !ok {
 		return nil, false
 	}
@@ -83,7 +83,7 @@ var metaKey = []byte(`"_meta"`)
 // appendMeta appends the `_meta` member the server of s's era gets (see
 // params), its members in the order of guide, the caller's raw `_meta`,
 // where it has them; none at all when that `_meta` is empty.
-func (u *Upstream) appendMeta(dst []byte, s *session, guide []byte, meta jsonrpc.Object) ([]byte, bool) {
+func (t *translator) appendMeta(dst []byte, s *session, guide []byte, meta jsonrpc.Object) ([]byte, bool) {
 	var buf [16]jsonrpc.MemberRange
 	members, err := jsonrpc.Members(guide, buf[:0])
 	if err != nil {
@@ -112,10 +112,10 @@ func (u *Upstream) appendMeta(dst []byte, s *session, guide []byte, meta jsonrpc
 		dst = appendMember(dst, m.Key, v)
 	}
 	if found != len(meta) {
-		dst = u.appendUnguided(dst, s, members, meta)
+		dst = t.appendUnguided(dst, s, members, meta)
 	}
 	if s.Modern {
-		dst = u.appendRequired(dst, meta)
+		dst = t.appendRequired(dst, meta)
 	}
 	if len(dst) == open {
 		return dst[:start], true
@@ -127,7 +127,7 @@ var modelcontextprotocol = []byte("io.modelcontextprotocol/")
 
 // appendUnguided appends the members of meta that guide has not (those a
 // legacy session supplies, say), by the rules of appendMeta.
-func (u *Upstream) appendUnguided(dst []byte, s *session, guide []jsonrpc.MemberRange, meta jsonrpc.Object) []byte {
+func (t *translator) appendUnguided(dst []byte, s *session, guide []jsonrpc.MemberRange, meta jsonrpc.Object) []byte {
 	for k, v := range meta {
 		if inGuide(guide, k) {
 			continue
@@ -159,7 +159,7 @@ func inGuide(guide []jsonrpc.MemberRange, k string) bool {
 
 // appendRequired appends the members a modern server requires that meta
 // lacks.
-func (u *Upstream) appendRequired(dst []byte, meta jsonrpc.Object) []byte {
+func (t *translator) appendRequired(dst []byte, meta jsonrpc.Object) []byte {
 	if _, ok := meta[mcp.MetaProtocolVersion]; !ok {
 		dst = appendMember(dst, versionKey, modernVersion)
 	}
@@ -167,7 +167,7 @@ func (u *Upstream) appendRequired(dst []byte, meta jsonrpc.Object) []byte {
 		dst = appendMember(dst, capabilitiesKey, emptyObject)
 	}
 	if _, ok := meta[mcp.MetaClientInfo]; !ok {
-		dst = appendMember(dst, infoKey, u.info)
+		dst = appendMember(dst, infoKey, t.info)
 	}
 	return dst
 }

@@ -61,18 +61,18 @@ func FuzzSplice(f *testing.F) {
 	for i, s := range spliceSeeds {
 		f.Add([]byte(s), byte(i), "inner", i%2 == 0)
 	}
-	u := &Upstream{info: json.RawMessage(`{"name":"manifold","version":"test"}`)}
+	tr := &translator{info: json.RawMessage(`{"name":"manifold","version":"test"}`)}
 	f.Fuzz(func(t *testing.T, raw []byte, op byte, name string, modern bool) {
 		req, ok := spliceRequest(raw, op, name)
 		if !ok {
 			return
 		}
 		s := &session{Info: Info{Modern: modern}}
-		got, spliced := u.spliceParams(context.Background(), s, req)
+		got, spliced := tr.spliceParams(context.Background(), s, req)
 		if !spliced {
 			return
 		}
-		want := u.encodeParams(context.Background(), s, req)
+		want := tr.encodeParams(context.Background(), s, req)
 		var g, w any
 		if !jsonrpc.Valid(got) || json.Unmarshal(got, &g) != nil {
 			t.Fatalf("spliced params are not JSON: %s", got)
@@ -90,14 +90,14 @@ func FuzzSplice(f *testing.F) {
 // caller's call, its name changed, and a legacy caller's, whose session
 // supplied the modern `_meta` members the guide lacks.
 func TestSpliceTakesTheCallersRequests(t *testing.T) {
-	u := &Upstream{info: json.RawMessage(`{"name":"manifold","version":"test"}`)}
+	tr := &translator{info: json.RawMessage(`{"name":"manifold","version":"test"}`)}
 	for i, raw := range spliceSeeds[:4] {
 		for _, modern := range []bool{true, false} {
 			req, _ := spliceRequest([]byte(raw), 1, "inner")
 			if i == 1 {
 				req.Meta[mcp.MetaProtocolVersion] = jsonrpc.Quote(mcp.Version)
 			}
-			if _, ok := u.spliceParams(context.Background(), &session{Info: Info{Modern: modern}}, req); !ok {
+			if _, ok := tr.spliceParams(context.Background(), &session{Info: Info{Modern: modern}}, req); !ok {
 				t.Errorf("%s (modern %v) was encoded again, not spliced", raw, modern)
 			}
 		}

@@ -24,21 +24,16 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/manifold-mcp/manifold/upstream/transport"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
-	"github.com/manifold-mcp/manifold/internal/mcptrace"
 	"github.com/manifold-mcp/manifold/internal/oauth"
 )
 
@@ -194,28 +189,24 @@ type StatusError = transport.StatusError
 func Unreachable(err error) bool { return transport.Unreachable(err) }
 
 // Upstream is a client for one configured server. It is safe for
-// concurrent use.
+// concurrent use. Its parts, each a type of its own: the exchange of
+// messages over the connection and the server's questions (exchanger),
+// the rewriting of a call into the server's era and of its answer back
+// (translator), the sessions and their negotiation (sessions, handshake),
+// the subscription that follows the hub's wishes (watch) and the health
+// probe (prober).
 type Upstream struct {
 	o        Options
-	peer     []attribute.KeyValue // where the server is, for its spans
 	log      *slog.Logger
-	info     json.RawMessage // o.ClientInfo, encoded once: it goes in every modern call
 	conn     transport.Conn
 	health   *health
 	inflight atomic.Int64 // calls under way, for Retire
 
-	pool       pool // the sessions kept (pool.go)
-	mu         sync.Mutex
-	known      *mcp.Capabilities // the latest negotiation's, kept while the session is renewed
-	last       string            // the version of the latest negotiation
-	knocked    Info              // what the latest knock (probe.go) learnt, with no caller's credential
-	probe      singleflight.Group
-	ids        atomic.Int64
-	eraChanges atomic.Uint64
-	progress   progress
-	calls      calls
+	x        *exchanger
+	sessions *sessions
+	w        *watch
+	prober   *prober
 
-	w         watch
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 }
@@ -235,6 +226,45 @@ type session struct {
 // New builds the client. Nothing is contacted until the first call; a stdio
 // process is started at once so its startup overlaps ours.
 func New(o Options) (*Upstream, error) {
+	o = withDefaults(o)
+	info, err := json.Marshal(o.ClientInfo)
+	if err != nil {
+		return nil, fmt.Errorf("client info: %w", err)
+	}
+	u := &Upstream{o: o, log: o.Logger.With("upstream", o.Name)}
+	u.health = newHealth(u.log, func(st State) {
+		if o.OnState != nil {
+			o.OnState(o.Name, st)
+		}
+	})
+	u.x = &exchanger{
+		name: o.Name, health: u.health, observe: o.Observe, peer: peerAttributes(o), unattributed: unattributed(o),
+		tr: &translator{
+			name: o.Name, info: info, forward: o.ForwardHeaders,
+			ttl: o.DefaultTTL, scope: o.DefaultScope, private: processPerPrincipal(o),
+		},
+		emit: func(ev Event) {
+			if o.OnEvent != nil {
+				o.OnEvent(o.Name, ev)
+			}
+		},
+	}
+	u.conn, err = transport.New(o.transport(), u.log, u.x.onServerMessage, u.health)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", o.Name, err)
+	}
+	u.x.conn = u.conn
+	u.sessions = newSessions(o, u.x, u.health, u.log)
+	u.w = newWatch(u.sessions, u.x, u.log, o.Timeout)
+	u.prober = &prober{
+		sessions: u.sessions, x: u.x, conn: u.conn, health: u.health, wake: u.w.wakeUp,
+		interval: o.ProbeInterval, timeout: o.Timeout, perPrincipal: o.PerPrincipal, process: processPerPrincipal(o),
+	}
+	return u, nil
+}
+
+// withDefaults is o with what it leaves unset filled in.
+func withDefaults(o Options) Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -244,26 +274,7 @@ func New(o Options) (*Upstream, error) {
 	if o.DefaultScope == "" {
 		o.DefaultScope = mcp.ScopePrivate
 	}
-	info, err := json.Marshal(o.ClientInfo)
-	if err != nil {
-		return nil, fmt.Errorf("client info: %w", err)
-	}
-	u := &Upstream{o: o, log: o.Logger.With("upstream", o.Name), info: info, peer: peerAttributes(o)}
-	u.health = newHealth(u.log, func(st State) {
-		if o.OnState != nil {
-			o.OnState(o.Name, st)
-		}
-	})
-	u.pool = pool{alive: func(gen uint64) bool { return u.conn.Alive(gen) }, end: u.endSession, maxOwn: maxOwnSessions}
-	u.w.changed = make(chan struct{}, 1)
-	u.w.wake = make(chan struct{}, 1)
-	u.w.up = make(chan struct{})
-	u.w.settled, u.w.gaveUp = newLatch(), newLatch()
-	u.conn, err = transport.New(o.transport(), u.log, u.onServerMessage, u.health)
-	if err != nil {
-		return nil, fmt.Errorf("upstream %s: %w", o.Name, err)
-	}
-	return u, nil
+	return o
 }
 
 // Name is the configured name.
@@ -273,7 +284,7 @@ func (u *Upstream) Name() string { return u.o.Name }
 // protocol revision than before (an upgrade, a downgrade). Answers
 // translated under one era are not reused under another, so it is part of
 // cache keys. It never blocks and is stable from startup.
-func (u *Upstream) EraChanges() uint64 { return u.eraChanges.Load() }
+func (u *Upstream) EraChanges() uint64 { return u.sessions.learnt.changes.Load() }
 
 // ForwardHeaders names the caller headers passed on to this upstream.
 func (u *Upstream) ForwardHeaders() []string { return u.o.ForwardHeaders }
@@ -311,7 +322,7 @@ func (u *Upstream) KeyByPrincipal() bool { return u.o.KeyByPrincipal }
 func (u *Upstream) Info(ctx context.Context) (Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, u.o.Timeout)
 	defer cancel()
-	s, err := u.session(ctx)
+	s, err := u.sessions.server(ctx)
 	if err != nil {
 		return Info{}, err
 	}
@@ -324,10 +335,8 @@ func (u *Upstream) State() State { return u.health.current() }
 // Status reports the upstream's health.
 func (u *Upstream) Status() Status {
 	st := u.health.status()
-	u.mu.Lock()
-	st.Protocol = u.last
-	u.mu.Unlock()
-	st.Transport = u.wire()
+	st.Protocol = u.sessions.learnt.protocol()
+	st.Transport = u.conn.Wire()
 	return st
 }
 
@@ -357,12 +366,12 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request, how How) (*Respon
 	defer cancel()
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
-		s, release, err := u.acquire(ctx, req, how)
+		s, release, err := u.sessions.acquire(ctx, req, how)
 		if err != nil {
 			return nil, err
 		}
 		u.w.calling(ctx)
-		msg, err := u.timedExchange(ctx, s, req)
+		msg, err := u.x.timed(ctx, s, req)
 		release()
 		// The era assumed no longer holds when a modern server says it does
 		// not speak 2026-07-28, or a legacy session is answered by a modern
@@ -374,9 +383,9 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request, how How) (*Respon
 		}
 		if errors.Is(err, transport.ErrSessionGone) || errors.Is(err, errEraChanged) || s.Modern && eraSuspect(err) && ctx.Err() == nil {
 			u.log.Info("upstream session no longer valid; negotiating again", "reason", err)
-			u.pool.drop(s)
+			u.sessions.pool.drop(s)
 			if !errors.Is(err, transport.ErrSessionGone) {
-				u.endSession(s)
+				u.sessions.end(s)
 			}
 			lastErr = err
 			continue
@@ -384,20 +393,9 @@ func (u *Upstream) Call(ctx context.Context, req *mcp.Request, how How) (*Respon
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %s: %w", u.o.Name, req.Method, err)
 		}
-		return u.translateResponse(s, req, how, msg), nil
+		return u.x.tr.response(s, req, how, msg), nil
 	}
 	return nil, fmt.Errorf("upstream %s: %s: %w", u.o.Name, req.Method, lastErr)
-}
-
-// acquire returns the session req goes over, from the pool, and what to
-// call once the call is over: the negotiated session, or the one of the
-// caller's revision (era.go), or one of the caller's own (own.go).
-func (u *Upstream) acquire(ctx context.Context, req *mcp.Request, how How) (*session, func(), error) {
-	s, err := u.session(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return u.ownSession(ctx, u.callerSession(ctx, s, req, how))
 }
 
 var tracer = otel.Tracer("github.com/manifold-mcp/manifold/upstream")
@@ -426,99 +424,31 @@ func eraSuspect(err error) bool {
 	return false
 }
 
-// timedExchange is exchange, observed: the health record and the Observe
-// hook learn of every exchange but those the caller abandoned, which say
-// nothing of the server.
-func (u *Upstream) timedExchange(ctx context.Context, s *session, req *mcp.Request) (*transport.Reply, error) {
-	ctx, span := mcptrace.Start(ctx, tracer, req.Method, clientSpan)
-	defer span.End()
-	recording := span.IsRecording()
-	if recording {
-		u.describeCall(span, s, req)
-	}
-	start := time.Now()
-	msg, err := u.exchange(ctx, s, req)
-	if recording {
-		describeReply(span, req.Method, msg, err)
-	}
-	if errors.Is(err, context.Canceled) {
-		return msg, err
-	}
-	d := time.Since(start)
-	u.health.observe(d, err)
-	if u.o.Observe != nil {
-		u.o.Observe(req.Method, d, err)
-	}
-	return msg, err
-}
+// Watch replaces the set of resource URIs (the upstream's own) to be told
+// about, and returns its version for WaitWatched. The upstream subscription
+// follows it; on a modern upstream the new subscription is acknowledged
+// before the old one is closed, so no update falls in between.
+func (u *Upstream) Watch(uris []string) uint64 { return u.w.set(uris) }
 
-func (u *Upstream) exchange(ctx context.Context, s *session, req *mcp.Request) (*transport.Reply, error) {
-	req, notify, done := u.routeProgress(s, req)
-	defer done()
-	ex := &transport.Exchange{
-		Msg:        jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: req.Method, Params: u.params(ctx, s, req)},
-		Version:    s.Version,
-		Session:    s.id,
-		Gen:        s.gen,
-		Header:     u.forwarded(req.Header),
-		Idempotent: idempotent(req.Method),
-		Notify:     notify,
-		Ask:        req.Ask,
-	}
-	if m, ok := mcp.Lookup(req.Method); ok && m.NameParam != "" {
-		ex.Name = req.Params.String(m.NameParam)
-	}
-	if s.Modern && len(req.ParamHeaders) > 0 {
-		if ex.Header == nil {
-			ex.Header = http.Header{}
-		}
-		for k, v := range req.ParamHeaders {
-			ex.Header[k] = v
-		}
-	}
-	return u.carry(ctx, ex)
-}
+// WaitWatched waits until the upstream subscription carries version v of
+// the watched set (or a later one), or ctx ends. It reports which.
+func (u *Upstream) WaitWatched(ctx context.Context, v uint64) bool { return u.w.carries(ctx, v) }
 
-// carry sends ex over the transport, counted among the calls in flight for
-// as long as it takes (see calls): every request Manifold sends, its own
-// included, so that a question on a shared channel is attributed to a call
-// only when no other could have raised it.
-func (u *Upstream) carry(ctx context.Context, ex *transport.Exchange) (*transport.Reply, error) {
-	defer u.calls.add(ctx, ex.Gen, ex.Ask, ex.Header)()
-	return u.conn.Call(ctx, ex)
-}
-
-// routeProgress prepares a call whose progress may arrive away from its own
-// stream (see progress): the request gets a token of Manifold's own, and
-// the notifications of the call's stream pass through the router too. done
-// forgets the token once the call is over.
-func (u *Upstream) routeProgress(s *session, req *mcp.Request) (*mcp.Request, func(*jsonrpc.Message), func()) {
-	tok, wants := req.Meta[mcp.MetaProgressToken]
-	if !wants || req.Notify == nil || u.conn.Scoped(s.Modern) {
-		return req, req.Notify, func() {}
-	}
-	upTok, done := u.progress.register(tok, req.Notify)
-	sub := *req
-	sub.Meta = req.Meta.Clone()
-	sub.Meta[mcp.MetaProgressToken] = upTok
-	notify := func(m *jsonrpc.Message) {
-		if m.Method == mcp.NotifyProgress {
-			u.progress.deliver(m) // with the caller's token back
-			return
-		}
-		req.Notify(m)
-	}
-	return &sub, notify, done
-}
+// Capabilities returns what the server declared, without waiting: ok is
+// false until the first negotiation. A session the server forgot (it
+// restarted) leaves its capabilities in place until the next negotiation
+// replaces them, so a caller arriving meanwhile is not told the server
+// serves nothing.
+func (u *Upstream) Capabilities() (mcp.Capabilities, bool) { return u.sessions.learnt.capabilities() }
 
 // MayAsk reports whether the server may put questions (sampling,
 // elicitation, roots) in the middle of a call: a legacy server, or one not
 // negotiated with yet. A modern server asks by answering input_required.
 func (u *Upstream) MayAsk(req *mcp.Request, how How) bool {
-	if u.speaksCallersEra(req, how) {
+	if u.sessions.speaksCallersEra(req, how) {
 		return true // over a legacy session of the caller's revision (era.go)
 	}
-	s := u.pool.get(theServer)
+	s := u.sessions.pool.get(theServer)
 	return s == nil || !s.Modern
 }
 
@@ -537,30 +467,6 @@ func (u *Upstream) PerPrincipal() bool { return u.o.PerPrincipal }
 func (u *Upstream) Exposes(list, name string) bool {
 	f, ok := u.o.Filters[list]
 	return !ok || f.Admits(name)
-}
-
-func (u *Upstream) nextID() json.RawMessage {
-	return strconv.AppendInt(nil, u.ids.Add(1), 10)
-}
-
-// idempotent lists the methods that may be retried: reads and lists, the
-// cacheable methods.
-func idempotent(method string) bool {
-	m, ok := mcp.Lookup(method)
-	return ok && m.Retry
-}
-
-func (u *Upstream) forwarded(h http.Header) http.Header {
-	if len(u.o.ForwardHeaders) == 0 || h == nil {
-		return nil
-	}
-	out := http.Header{}
-	for _, name := range u.o.ForwardHeaders {
-		if v := h.Values(name); len(v) > 0 {
-			out[http.CanonicalHeaderKey(name)] = v
-		}
-	}
-	return out
 }
 
 func supports(data json.RawMessage, version string) bool {

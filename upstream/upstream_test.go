@@ -633,19 +633,19 @@ func TestRedirectedPostIsSentOnce(t *testing.T) {
 func TestStdioWatchEndsWithTheExit(t *testing.T) {
 	u, first := stdioChild(t)
 	ctx := context.Background()
-	s, err := u.session(ctx)
+	s, err := u.sessions.server(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A listen as the watch opens it (openListen): for the lists the
 	// server says it can report changes of, which it keeps open.
-	f, _ := u.filter(s)
+	f, _ := u.w.filter(s)
 	p := jsonrpc.Object{}
 	if err := p.Set("notifications", f); err != nil {
 		t.Fatal(err)
 	}
-	params := u.params(ctx, s, &mcp.Request{Method: mcp.MethodSubscriptions, Params: p})
-	listen := &transport.Exchange{Msg: jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSubscriptions, Params: params}, Version: s.Version, Gen: s.gen}
+	params := u.x.tr.params(ctx, s, &mcp.Request{Method: mcp.MethodSubscriptions, Params: p})
+	listen := &transport.Exchange{Msg: jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.x.nextID(), Method: mcp.MethodSubscriptions, Params: params}, Version: s.Version, Gen: s.gen}
 	// The child is killed only once both watch it: the listen
 	// acknowledged, the stream opened.
 	ended := map[string]chan error{"listen": make(chan error, 1), "stream": make(chan error, 1)}
@@ -714,7 +714,7 @@ func TestSSEWatchEndsWithTheStream(t *testing.T) {
 // generation.
 func watchSSEStream(t *testing.T, u *Upstream, end func()) uint64 {
 	t.Helper()
-	s, err := u.session(context.Background())
+	s, err := u.sessions.server(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
-	"fmt"
-	"github.com/manifold-mcp/manifold/upstream/transport"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 )
 
 // EventKind says what an upstream announced.
@@ -49,9 +49,21 @@ func eventOf(msg *jsonrpc.Message) (Event, bool) {
 }
 
 // watch is an Upstream's side of subscriptions: the URIs the hub wants
-// watched, and the loop that keeps one upstream subscription for all of them
-// (plus list changes, always, because the cache depends on them).
+// watched, and the loop that keeps one upstream subscription for all of
+// them (plus list changes, always, because the cache depends on them). On
+// a modern server it is a subscriptions/listen stream, replaced make
+// before break when the set changes (listen.go); on a legacy one, the
+// session's notification stream and its resources/subscribe set. Its
+// events go to emit; a watch re-established after a drop emits Missed.
 type watch struct {
+	sessions *sessions // the session watched, and forgotten when gone
+	x        *exchanger
+	conn     transport.Conn
+	health   *health
+	log      *slog.Logger
+	emit     func(Event)
+	timeout  time.Duration
+
 	mu      sync.Mutex
 	uris    []string      // wanted, sorted
 	want    uint64        // version of uris
@@ -68,6 +80,15 @@ type watch struct {
 	watching atomic.Bool
 	settled  *latch
 	gaveUp   *latch
+}
+
+// newWatch is a watch of no URIs, not started.
+func newWatch(ss *sessions, x *exchanger, log *slog.Logger, timeout time.Duration) *watch {
+	return &watch{
+		sessions: ss, x: x, conn: ss.conn, health: ss.health, log: log, emit: x.emit, timeout: timeout,
+		changed: make(chan struct{}, 1), wake: make(chan struct{}, 1), up: make(chan struct{}),
+		settled: newLatch(), gaveUp: newLatch(),
+	}
 }
 
 // latch is a channel closed once, by the first of any number of callers.
@@ -127,35 +148,32 @@ func (w *watch) calling(ctx context.Context) {
 	w.gaveUp.release()
 }
 
-// Watch replaces the set of resource URIs (the upstream's own) to be told
-// about, and returns its version for WaitWatched. The upstream subscription
-// follows it; on a modern upstream the new subscription is acknowledged
-// before the old one is closed, so no update falls in between.
-func (u *Upstream) Watch(uris []string) uint64 {
+// set replaces the wanted URIs (Upstream.Watch) and returns their version.
+func (w *watch) set(uris []string) uint64 {
 	uris = slices.Clone(uris)
 	slices.Sort(uris)
 	uris = slices.Compact(uris)
-	u.w.mu.Lock()
-	defer u.w.mu.Unlock()
-	if slices.Equal(uris, u.w.uris) {
-		return u.w.want
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if slices.Equal(uris, w.uris) {
+		return w.want
 	}
-	u.w.uris = uris
-	u.w.want++
+	w.uris = uris
+	w.want++
 	select {
-	case u.w.changed <- struct{}{}:
+	case w.changed <- struct{}{}:
 	default:
 	}
-	return u.w.want
+	return w.want
 }
 
-// WaitWatched waits until the upstream subscription carries version v of
-// the watched set (or a later one), or ctx ends. It reports which.
-func (u *Upstream) WaitWatched(ctx context.Context, v uint64) bool {
+// carries waits until the upstream subscription carries version v of the
+// wanted URIs (or a later one), or ctx ends. It reports which.
+func (w *watch) carries(ctx context.Context, v uint64) bool {
 	for {
-		u.w.mu.Lock()
-		have, up := u.w.have, u.w.up
-		u.w.mu.Unlock()
+		w.mu.Lock()
+		have, up := w.have, w.up
+		w.mu.Unlock()
 		if have >= v {
 			return true
 		}
@@ -168,53 +186,41 @@ func (u *Upstream) WaitWatched(ctx context.Context, v uint64) bool {
 }
 
 // watched returns the wanted URIs and their version.
-func (u *Upstream) watched() ([]string, uint64) {
-	u.w.mu.Lock()
-	defer u.w.mu.Unlock()
-	return u.w.uris, u.w.want
+func (w *watch) watched() ([]string, uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.uris, w.want
 }
 
-// Capabilities returns what the server declared, without waiting: ok is
-// false until the first negotiation. A session the server forgot (it
-// restarted) leaves its capabilities in place until the next negotiation
-// replaces them, so a caller arriving meanwhile is not told the server
-// serves nothing.
-func (u *Upstream) Capabilities() (mcp.Capabilities, bool) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.known == nil {
-		return mcp.Capabilities{}, false
-	}
-	return *u.known, true
-}
-
-func (u *Upstream) emit(ev Event) {
-	if u.o.OnEvent != nil {
-		u.o.OnEvent(u.o.Name, ev)
+// wakeUp cuts the watch loop's reconnect backoff short.
+func (w *watch) wakeUp() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
 	}
 }
 
 // established is called when a watch carrying version v of the watched set
 // is up; after a drop, or calls made before the first, it reports Missed.
-func (u *Upstream) established(v uint64) {
-	early := u.w.settled.release() && u.w.gaveUp.released()
-	u.w.mu.Lock()
-	dropped := u.w.dropped
-	u.w.dropped = false
-	if v > u.w.have {
-		u.w.have = v
-		close(u.w.up)
-		u.w.up = make(chan struct{})
+func (w *watch) established(v uint64) {
+	early := w.settled.release() && w.gaveUp.released()
+	w.mu.Lock()
+	dropped := w.dropped
+	w.dropped = false
+	if v > w.have {
+		w.have = v
+		close(w.up)
+		w.up = make(chan struct{})
 	}
-	u.w.mu.Unlock()
-	u.health.success()
+	w.mu.Unlock()
+	w.health.success()
 	switch {
 	case dropped:
-		u.log.Info("upstream watch re-established; changes may have been missed")
-		u.emit(Event{Kind: Missed})
+		w.log.Info("upstream watch re-established; changes may have been missed")
+		w.emit(Event{Kind: Missed})
 	case early:
-		u.log.Info("upstream watch up after calls were answered; changes may have been missed")
-		u.emit(Event{Kind: Missed})
+		w.log.Info("upstream watch up after calls were answered; changes may have been missed")
+		w.emit(Event{Kind: Missed})
 	}
 }
 
@@ -225,17 +231,17 @@ const (
 	ackWait  = 10 * time.Second
 )
 
-// watchLoop keeps the upstream subscription up until ctx ends.
-func (u *Upstream) watchLoop(ctx context.Context) {
+// loop keeps the upstream subscription up until ctx ends.
+func (w *watch) loop(ctx context.Context) {
 	delay := watchMin
 	for ctx.Err() == nil {
-		s, err := u.session(ctx)
+		s, err := w.sessions.server(ctx)
 		if err == nil {
 			up := time.Now()
 			if s.Modern {
-				err = u.watchModern(ctx, s)
+				err = w.modern(ctx, s)
 			} else {
-				err = u.watchLegacy(ctx, s)
+				err = w.legacy(ctx, s)
 			}
 			if time.Since(up) > watchMax {
 				delay = watchMin
@@ -245,314 +251,30 @@ func (u *Upstream) watchLoop(ctx context.Context) {
 			return
 		}
 		if errors.Is(err, transport.ErrSessionGone) {
-			u.forget(s)
+			w.sessions.forget(s)
 		}
-		u.w.mu.Lock()
-		u.w.dropped = true
-		u.w.mu.Unlock()
-		u.w.settled.release()
+		w.mu.Lock()
+		w.dropped = true
+		w.mu.Unlock()
+		w.settled.release()
 		var rpcErr *jsonrpc.Error
 		if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
 			// It declared what it cannot deliver: nothing to watch there,
 			// but it may be upgraded, so look again now and then.
 			if delay < watchMax {
-				u.log.Info("upstream does not serve subscriptions/listen; its changes cannot be watched", "err", err)
+				w.log.Info("upstream does not serve subscriptions/listen; its changes cannot be watched", "err", err)
 			}
 			delay = watchMax
 		} else {
-			u.health.Failure(err)
-			u.log.Debug("upstream watch down; retrying", "err", err, "in", delay)
+			w.health.Failure(err)
+			w.log.Debug("upstream watch down; retrying", "err", err, "in", delay)
 		}
 		select {
 		case <-time.After(rand.N(delay) + delay/2):
-		case <-u.w.wake:
+		case <-w.wake:
 		case <-ctx.Done():
 			return
 		}
 		delay = min(delay*2, watchMax)
 	}
-}
-
-// filter is what a modern listen asks for: every list the server can report
-// changes of, and the wanted URIs if it can report updates.
-func (u *Upstream) filter(s *session) (mcp.SubscriptionFilter, uint64) {
-	c := s.Capabilities
-	var f mcp.SubscriptionFilter
-	for _, lc := range mcp.ListChanges {
-		*lc.Wanted(&f) = lc.Declared(c)
-	}
-	uris, v := u.watched()
-	if c.Resources != nil && c.Resources.Subscribe {
-		f.ResourceSubscriptions = uris
-	}
-	return f, v
-}
-
-// sameFilter reports whether a and b ask for the same notifications.
-func sameFilter(a, b mcp.SubscriptionFilter) bool {
-	for _, lc := range mcp.ListChanges {
-		if *lc.Wanted(&a) != *lc.Wanted(&b) {
-			return false
-		}
-	}
-	x, y := slices.Clone(a.ResourceSubscriptions), slices.Clone(b.ResourceSubscriptions)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
-}
-
-func emptyFilter(f mcp.SubscriptionFilter) bool {
-	for _, lc := range mcp.ListChanges {
-		if *lc.Wanted(&f) {
-			return false
-		}
-	}
-	return len(f.ResourceSubscriptions) == 0
-}
-
-// listenStream is one subscriptions/listen on a modern upstream.
-type listenStream struct {
-	cancel context.CancelFunc
-	acked  *latch
-	done   chan struct{}
-	err    error
-}
-
-func (u *Upstream) openListen(ctx context.Context, s *session, f mcp.SubscriptionFilter) *listenStream {
-	lctx, cancel := context.WithCancel(ctx)
-	ls := &listenStream{cancel: cancel, acked: newLatch(), done: make(chan struct{})}
-	deliver := func(m *jsonrpc.Message) {
-		if m.Method == mcp.NotifyAcknowledged {
-			ls.acked.release()
-			return
-		}
-		if ev, ok := eventOf(m); ok {
-			u.emit(ev)
-		}
-	}
-	go func() {
-		defer close(ls.done)
-		p := jsonrpc.Object{}
-		err := p.Set("notifications", f)
-		if err != nil {
-			ls.err = err
-			return
-		}
-		params := u.params(ctx, s, &mcp.Request{Method: mcp.MethodSubscriptions, Params: p})
-		ls.err = u.conn.Listen(lctx, &transport.Exchange{
-			Msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: mcp.MethodSubscriptions, Params: params},
-			Version: s.Version, Gen: s.gen,
-		}, deliver)
-	}()
-	return ls
-}
-
-// await waits for the stream's acknowledgment.
-func (ls *listenStream) await(ctx context.Context) error {
-	select {
-	case <-ls.acked.done():
-		return nil
-	case <-ls.done:
-		if ls.err == nil {
-			ls.err = errors.New("listen stream ended before its acknowledgment")
-		}
-		return ls.err
-	case <-time.After(ackWait):
-		ls.cancel()
-		return errors.New("no acknowledgment of subscriptions/listen")
-	case <-ctx.Done():
-		ls.cancel()
-		return ctx.Err()
-	}
-}
-
-func (ls *listenStream) close() {
-	ls.cancel()
-	<-ls.done
-}
-
-func (u *Upstream) watchModern(ctx context.Context, s *session) error {
-	var cur *listenStream
-	defer func() {
-		if cur != nil {
-			cur.close()
-		}
-	}()
-	var curF mcp.SubscriptionFilter
-	var retry <-chan time.Time
-	delay := watchMin
-	for {
-		f, v := u.filter(s)
-		if cur != nil && sameFilter(f, curF) {
-			// A change signal for what the stream carries already (a
-			// subscriber registered while this one was being opened): a
-			// second stream would only open a gap in which an update
-			// reaches the stream being closed.
-			u.established(v)
-		} else if next, err := u.replaceListen(ctx, s, cur, f); ctx.Err() != nil {
-			// Closing: what failed, if anything, was the watch being
-			// stopped, not the upstream. The stream kept is closed on the
-			// way out.
-			if err == nil {
-				cur = next
-			}
-			return nil
-		} else if err != nil && cur == nil {
-			return err
-		} else if err != nil {
-			// The change could not be made; the stream that works stays,
-			// and the change is tried again.
-			u.log.Warn("upstream refused a changed subscription; keeping the current one", "err", err, "retryIn", delay)
-			retry = time.After(delay)
-			delay = min(delay*2, watchMax)
-		} else {
-			cur, curF, retry, delay = next, f, nil, watchMin
-			u.established(v)
-		}
-		var done chan struct{}
-		if cur != nil {
-			done = cur.done
-		}
-		select {
-		case <-u.w.changed:
-		case <-retry:
-		case <-done:
-			if cur.err == nil || errors.Is(cur.err, transport.ErrGracefulClose) {
-				return errors.New("the upstream closed the subscription")
-			}
-			return cur.err
-		case <-ctx.Done():
-			return nil
-		}
-	}
-}
-
-// replaceListen makes the subscription carry f, make before break: a new
-// stream is acknowledged before cur is closed. It returns the stream to keep
-// (nil for an empty filter); on an error cur is left as it was.
-func (u *Upstream) replaceListen(ctx context.Context, s *session, cur *listenStream, f mcp.SubscriptionFilter) (*listenStream, error) {
-	if emptyFilter(f) {
-		if cur != nil {
-			cur.close()
-		}
-		return nil, nil
-	}
-	next := u.openListen(ctx, s, f)
-	if err := next.await(ctx); err != nil {
-		next.close()
-		return nil, fmt.Errorf("subscriptions/listen: %w", err)
-	}
-	if cur != nil {
-		cur.close()
-	}
-	return next, nil
-}
-
-func (u *Upstream) watchLegacy(ctx context.Context, s *session) error {
-	subscribed := map[string]bool{}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	open, done := u.legacyStream(sctx, s)
-	// The watch is up once the stream is open: a server drops what it
-	// would announce while no stream is (the go-sdk's "stream not
-	// connected"). One that never answers the stream is not held for it.
-	select {
-	case <-open:
-	case err := <-done:
-		return streamEnded(err)
-	case <-time.After(ackWait):
-	case <-ctx.Done():
-		return nil
-	}
-	for {
-		v, err := u.syncLegacy(ctx, s, subscribed)
-		if err != nil {
-			return err
-		}
-		u.established(v)
-		select {
-		case <-u.w.changed:
-		case err := <-done:
-			return streamEnded(err)
-		case <-ctx.Done():
-			return nil
-		}
-	}
-}
-
-// streamEnded is the watch's error for a legacy stream that ended with err.
-func streamEnded(err error) error {
-	if err == nil {
-		return errors.New("notification stream ended")
-	}
-	return err
-}
-
-// legacyStream holds the stream that carries a legacy server's
-// notifications (the GET stream of an HTTP session, the process's stdout
-// for stdio): open is closed once it is open, or known not to exist, and
-// done reports how it ended.
-func (u *Upstream) legacyStream(ctx context.Context, s *session) (open <-chan struct{}, done <-chan error) {
-	opened, ended := newLatch(), make(chan error, 1)
-	markOpen := func() { opened.release() }
-	go func() {
-		err := u.conn.Stream(ctx, s.ref(), markOpen)
-		if errors.Is(err, transport.ErrNoStream) {
-			// Nothing to watch for drops; notifications may still ride
-			// on responses.
-			u.log.Debug("upstream offers no notification stream")
-			markOpen()
-			<-ctx.Done()
-			err = nil
-		}
-		ended <- err
-	}()
-	return opened.done(), ended
-}
-
-// syncLegacy brings the session's resources/subscribe set to the wanted
-// URIs and returns the version of the set it carries.
-func (u *Upstream) syncLegacy(ctx context.Context, s *session, subscribed map[string]bool) (uint64, error) {
-	uris, v := u.watched()
-	if s.Capabilities.Resources == nil || !s.Capabilities.Resources.Subscribe {
-		return v, nil
-	}
-	want := map[string]bool{}
-	for _, uri := range uris {
-		want[uri] = true
-	}
-	for uri := range want {
-		if !subscribed[uri] {
-			if err := u.legacySubscribe(ctx, s, mcp.MethodSubscribe, uri); err != nil {
-				return v, err
-			}
-			subscribed[uri] = true
-		}
-	}
-	for uri := range subscribed {
-		if !want[uri] {
-			if err := u.legacySubscribe(ctx, s, mcp.MethodUnsubscribe, uri); err != nil {
-				return v, err
-			}
-			delete(subscribed, uri)
-		}
-	}
-	return v, nil
-}
-
-func (u *Upstream) legacySubscribe(ctx context.Context, s *session, method, uri string) error {
-	cctx, cancel := context.WithTimeout(ctx, u.o.Timeout)
-	defer cancel()
-	params := u.params(ctx, s, &mcp.Request{Method: method, Params: jsonrpc.Object{"uri": jsonrpc.Quote(uri)}})
-	r, err := u.carry(cctx, &transport.Exchange{
-		Msg:     jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: u.nextID(), Method: method, Params: params},
-		Version: s.Version, Session: s.id, Gen: s.gen,
-	})
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, uri, err)
-	}
-	if r.Error != nil {
-		u.log.Warn("upstream refused a subscription change", "method", method, "uri", uri, "err", r.Error.Message)
-	}
-	return nil
 }
