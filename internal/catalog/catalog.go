@@ -70,17 +70,17 @@ type posting struct {
 
 // Build indexes tools, each a tool definition of a tools/list as the caller
 // sees it. Definitions that are not JSON objects with a non-empty string
-// name, and any later definition of a name already seen, are skipped.
+// name are skipped. Names are not checked for repeats: a merged list has
+// none, and an index that dropped a later tool for an earlier one's name
+// would let one upstream hide another's tool.
 func Build(tools []json.RawMessage) *Index {
 	ix := &Index{postings: make(map[string][]posting)}
-	seen := make(map[string]bool, len(tools))
 	var total float64
 	for _, raw := range tools {
 		def, ok := parse(raw)
-		if !ok || seen[def.Name] {
+		if !ok {
 			continue
 		}
-		seen[def.Name] = true
 		counts, length := def.words()
 		id := uint32(len(ix.tools))
 		for w, tf := range counts {
