@@ -25,15 +25,11 @@ func mergedFixtures(t testing.TB) []json.RawMessage {
 	ns := namespace.Namespace{Prefix: true}
 	var merged []json.RawMessage
 	for _, u := range fixtureUpstreams {
-		data, err := os.ReadFile(filepath.Join("testdata", u.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var tools []map[string]any
-		if err := json.Unmarshal(data, &tools); err != nil {
-			t.Fatalf("%s: %v", u.file, err)
-		}
-		for _, tool := range tools {
+		for _, raw := range fixture(t, u.file) {
+			var tool map[string]any
+			if err := json.Unmarshal(raw, &tool); err != nil {
+				t.Fatalf("%s: %v", u.file, err)
+			}
 			tool["name"] = ns.JoinName(u.upstream, tool["name"].(string))
 			raw, err := json.Marshal(tool)
 			if err != nil {
@@ -43,6 +39,20 @@ func mergedFixtures(t testing.TB) []json.RawMessage {
 		}
 	}
 	return merged
+}
+
+// fixture is one of testdata's tool lists, as its server sent it.
+func fixture(t testing.TB, file string) []json.RawMessage {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(data, &list); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return list
 }
 
 // names are the names of raw tool definitions, in order.
