@@ -24,7 +24,6 @@ package catalog
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"math"
 	"slices"
@@ -114,40 +113,65 @@ func (ix *Index) Len() int { return len(ix.tools) }
 // as does a query none of whose words any tool has.
 func (ix *Index) Find(query string, limit int) []json.RawMessage {
 	limit = clampLimit(limit)
-	scores := make(map[uint32]float64)
+	scores := make([]float64, len(ix.tools))
+	var matched []uint32
 	for _, w := range queryWords(query) {
-		ix.score(w, scores)
+		matched = ix.score(w, scores, matched)
 	}
-	ranked := make([]uint32, 0, len(scores))
-	for id := range scores {
-		ranked = append(ranked, id)
-	}
-	slices.SortFunc(ranked, func(x, y uint32) int {
-		if c := cmp.Compare(scores[y], scores[x]); c != 0 {
-			return c
+	top := make([]hit, 0, limit+1)
+	for _, id := range matched {
+		h := hit{id, scores[id]}
+		if len(top) == limit && !ix.before(h, top[limit-1]) {
+			continue
 		}
-		return cmp.Compare(ix.tools[x].name, ix.tools[y].name)
-	})
-	out := make([]json.RawMessage, 0, min(limit, len(ranked)))
-	for _, id := range ranked[:min(limit, len(ranked))] {
-		out = append(out, ix.tools[id].raw)
+		i, _ := slices.BinarySearchFunc(top, h, func(e, h hit) int {
+			if ix.before(h, e) {
+				return 1
+			}
+			return -1
+		})
+		top = slices.Insert(top, i, h)[:min(len(top)+1, limit)]
+	}
+	out := make([]json.RawMessage, len(top))
+	for i, h := range top {
+		out[i] = ix.tools[h.tool].raw
 	}
 	return out
 }
 
-// score adds word's BM25 term to the score of each tool that has it.
-func (ix *Index) score(word string, scores map[uint32]float64) {
+// hit is a tool that matched a query, and its score.
+type hit struct {
+	tool  uint32
+	score float64
+}
+
+// before says whether x ranks before y: a higher score, or the same score
+// and a smaller name.
+func (ix *Index) before(x, y hit) bool {
+	if x.score != y.score {
+		return x.score > y.score
+	}
+	return ix.tools[x.tool].name < ix.tools[y.tool].name
+}
+
+// score adds word's BM25 term to the score of each tool that has it, and
+// answers matched with the tools it scored first added.
+func (ix *Index) score(word string, scores []float64, matched []uint32) []uint32 {
 	list := ix.postings[word]
 	if len(list) == 0 {
-		return
+		return matched
 	}
 	n, df := float64(len(ix.tools)), float64(len(list))
 	idf := math.Log(1 + (n-df+0.5)/(df+0.5))
 	for _, p := range list {
+		if scores[p.tool] == 0 {
+			matched = append(matched, p.tool)
+		}
 		tf := float64(p.tf)
 		norm := k1 * (1 - b + b*ix.tools[p.tool].len/ix.avgLen)
 		scores[p.tool] += idf * tf * (k1 + 1) / (tf + norm)
 	}
+	return matched
 }
 
 func clampLimit(limit int) int {
@@ -164,7 +188,7 @@ func queryWords(query string) []string {
 		query = query[:maxQueryBytes]
 	}
 	var out []string
-	for w := range words(query, true) {
+	for _, w := range appendWords(nil, query, true) {
 		if !slices.Contains(out, w) {
 			out = append(out, w)
 			if len(out) == maxQueryWords {

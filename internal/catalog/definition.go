@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 )
@@ -39,72 +40,91 @@ type text struct {
 	whole  bool // names are also counted whole
 }
 
-// parse reads raw leniently: only a name is required; a field of the wrong
-// type is not searched.
+// toolJSON is what the index reads of a tool's definition.
+type toolJSON struct {
+	Name        string `json:"name"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	Annotations struct {
+		Title string `json:"title"`
+	} `json:"annotations"`
+	InputSchema struct {
+		Properties map[string]paramJSON `json:"properties"`
+	} `json:"inputSchema"`
+}
+
+// paramJSON is a parameter's schema, with the properties of an object or
+// of an array's items: the index reads one level below the parameters.
+type paramJSON struct {
+	Description string              `json:"description"`
+	Properties  map[string]leafJSON `json:"properties"`
+	Items       struct {
+		Properties map[string]leafJSON `json:"properties"`
+	} `json:"items"`
+}
+
+type leafJSON struct {
+	Description string `json:"description"`
+}
+
+// parse reads raw leniently: it must be a JSON object with a name, and a
+// field of the wrong type is left out of the search. (json.Unmarshal skips
+// such a field and decodes the rest, in one pass.)
 func parse(raw json.RawMessage) (definition, bool) {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(raw, &fields) != nil {
+	var t toolJSON
+	var typeErr *json.UnmarshalTypeError
+	if err := json.Unmarshal(raw, &t); err != nil && !errors.As(err, &typeErr) || t.Name == "" {
 		return definition{}, false
 	}
-	var name string
-	if json.Unmarshal(fields["name"], &name) != nil || name == "" {
-		return definition{}, false
-	}
-	d := definition{Name: name, texts: []text{
-		{name, nameWeight, true},
-		{str(fields["title"]), titleWeight, false},
-		{str(object(fields["annotations"])["title"]), titleWeight, false},
-		{str(fields["description"]), descriptionWeight, false},
+	d := definition{Name: t.Name, texts: []text{
+		{t.Name, nameWeight, true},
+		{t.Title, titleWeight, false},
+		{t.Annotations.Title, titleWeight, false},
+		{t.Description, descriptionWeight, false},
 	}}
-	d.params(object(object(fields["inputSchema"])["properties"]), true)
+	d.params(t.InputSchema.Properties)
 	return d, true
 }
 
-// params adds the names and descriptions of a schema's properties and, if
-// nested, of the properties of each one's object or array items.
-func (d *definition) params(props map[string]json.RawMessage, nested bool) {
-	names := slices.Sorted(maps.Keys(props))
-	for _, name := range names[:min(len(names), maxParams)] {
-		p := object(props[name])
-		d.texts = append(d.texts,
-			text{name, paramNameWeight, true},
-			text{str(p["description"]), paramDescriptionWeight, false})
-		if nested {
-			d.params(object(p["properties"]), false)
-			d.params(object(object(p["items"])["properties"]), false)
+// params adds the names and descriptions of a schema's properties, and of
+// the properties of each one's object or array items.
+func (d *definition) params(props map[string]paramJSON) {
+	for _, name := range firstNames(props) {
+		p := props[name]
+		d.param(name, p.Description)
+		for _, sub := range firstNames(p.Properties) {
+			d.param(sub, p.Properties[sub].Description)
+		}
+		for _, sub := range firstNames(p.Items.Properties) {
+			d.param(sub, p.Items.Properties[sub].Description)
 		}
 	}
+}
+
+func (d *definition) param(name, description string) {
+	d.texts = append(d.texts, text{name, paramNameWeight, true}, text{description, paramDescriptionWeight, false})
+}
+
+// firstNames are the first maxParams names of props in order, so that the
+// same schema is read the same way.
+func firstNames[T any](props map[string]T) []string {
+	names := slices.Sorted(maps.Keys(props))
+	return names[:min(len(names), maxParams)]
 }
 
 // words counts the words of d's texts, each occurrence by its text's
 // weight, up to maxToolWords, and says their weighted number.
 func (d definition) words() (counts map[string]float32, length float64) {
 	counts = make(map[string]float32)
+	var buf []string
 	n := 0
 	for _, t := range d.texts {
-		s := t.s[:min(len(t.s), maxTextBytes)]
-		for w := range words(s, t.whole) {
-			if n == maxToolWords {
-				return counts, length
-			}
+		buf = appendWords(buf[:0], t.s[:min(len(t.s), maxTextBytes)], t.whole)
+		for _, w := range buf[:min(len(buf), maxToolWords-n)] {
 			counts[w] += t.weight
 			length += float64(t.weight)
-			n++
 		}
+		n += min(len(buf), maxToolWords-n)
 	}
 	return counts, length
-}
-
-// str is raw as a string, or "" if it is not one.
-func str(raw json.RawMessage) string {
-	var s string
-	_ = json.Unmarshal(raw, &s)
-	return s
-}
-
-// object is raw as a JSON object, or nil if it is not one.
-func object(raw json.RawMessage) map[string]json.RawMessage {
-	var m map[string]json.RawMessage
-	_ = json.Unmarshal(raw, &m)
-	return m
 }

@@ -75,12 +75,13 @@ func Summary(found []json.RawMessage) string {
 	}
 	var sb strings.Builder
 	for _, raw := range found {
-		fields := object(raw)
-		line := firstLine(str(fields["description"]))
+		var t toolJSON
+		_ = json.Unmarshal(raw, &t) // a field of the wrong type shows as empty
+		line := firstLine(t.Description)
 		if line == "" {
-			line = firstLine(str(fields["title"]))
+			line = firstLine(t.Title)
 		}
-		sb.WriteString(summaryName(str(fields["name"])))
+		sb.WriteString(summaryName(t.Name))
 		if line != "" {
 			sb.WriteString(": " + clip.Text(line, maxSummaryLine))
 		}

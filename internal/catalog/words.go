@@ -1,74 +1,67 @@
 package catalog
 
 import (
-	"iter"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 )
 
-// words yields the words of s as the index counts them: each run of
-// letters and digits, split again at camelCase boundaries, lowercased,
-// without stop words and one-letter words, stemmed. With whole, a chunk
-// that splits (a name such as test_simple_text or getFileInfo) is also
-// yielded whole, lowercased, so that a query naming a tool exactly finds it
-// first.
-func words(s string, whole bool) iter.Seq[string] {
-	return func(yield func(string) bool) {
-		for chunk := range strings.FieldsSeq(s) {
-			chunk = strings.TrimFunc(chunk, notWordRune)
-			n := 0
-			for piece := range pieces(chunk) {
-				n++
-				w := strings.ToLower(piece)
-				if utf8.RuneCountInString(w) < 2 || stopWords[w] {
-					continue
-				}
-				if !yield(stem(w)) {
-					return
-				}
-			}
-			if whole && n > 1 && !yield(strings.ToLower(chunk)) {
-				return
-			}
+// appendWords appends to dst the words of s as the index counts them:
+// each run of letters and digits, split again at camelCase boundaries,
+// lowercased, without stop words and one-letter words, stemmed. With
+// whole, a chunk that splits (a name such as test_simple_text or
+// getFileInfo) is also appended whole, lowercased, so that a query naming a
+// tool exactly finds it first.
+func appendWords(dst []string, s string, whole bool) []string {
+	for s != "" {
+		s = strings.TrimLeftFunc(s, unicode.IsSpace)
+		end := strings.IndexFunc(s, unicode.IsSpace)
+		if end < 0 {
+			end = len(s)
 		}
+		dst = appendChunk(dst, strings.TrimFunc(s[:end], notWordRune), whole)
+		s = s[end:]
 	}
+	return dst
+}
+
+// appendChunk appends the words of chunk, which has no space: its runs of
+// letters and digits, split before an upper-case letter that follows a
+// lower-case one or a digit (fileInfo), and before the last of a run of
+// capitals followed by a lower-case letter (HTTPServer).
+func appendChunk(dst []string, chunk string, whole bool) []string {
+	pieces, start := 0, -1
+	var prev rune
+	for i, r := range chunk {
+		word := !notWordRune(r)
+		// r is a letter or a digit, never an invalid byte: RuneLen is its width.
+		if start >= 0 && (!word || camelBoundary(prev, r, chunk[i+utf8.RuneLen(r):])) {
+			dst, pieces, start = appendWord(dst, chunk[start:i]), pieces+1, -1
+		}
+		if word && start < 0 {
+			start = i
+		}
+		prev = r
+	}
+	if start >= 0 {
+		dst, pieces = appendWord(dst, chunk[start:]), pieces+1
+	}
+	if whole && pieces > 1 {
+		dst = append(dst, strings.ToLower(chunk))
+	}
+	return dst
+}
+
+// appendWord appends piece, lowercased and stemmed, unless it says nothing.
+func appendWord(dst []string, piece string) []string {
+	w := strings.ToLower(piece)
+	if utf8.RuneCountInString(w) < 2 || stopWords[w] {
+		return dst
+	}
+	return append(dst, stem(w))
 }
 
 func notWordRune(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }
-
-// pieces yields the runs of letters and digits of chunk, split before an
-// upper-case letter that follows a lower-case one or a digit (fileInfo),
-// and before the last of a run of capitals followed by a lower-case letter
-// (HTTPServer).
-func pieces(chunk string) iter.Seq[string] {
-	return func(yield func(string) bool) {
-		start := -1
-		var prev rune
-		for i, r := range chunk {
-			if notWordRune(r) {
-				if start >= 0 && !yield(chunk[start:i]) {
-					return
-				}
-				start, prev = -1, r
-				continue
-			}
-			if start >= 0 && camelBoundary(prev, r, chunk[i+utf8.RuneLen(r):]) {
-				if !yield(chunk[start:i]) {
-					return
-				}
-				start = i
-			}
-			if start < 0 {
-				start = i
-			}
-			prev = r
-		}
-		if start >= 0 {
-			yield(chunk[start:])
-		}
-	}
-}
 
 // camelBoundary says whether a new word starts at r, after prev and before
 // rest.
