@@ -37,8 +37,9 @@ const (
 	b  = 0.75
 )
 
-// The bounds of Find: a query's distinct words (more say nothing a shorter
-// query would not), and how many tools one answer holds.
+// The bounds of Find: the part of a query read and the distinct words
+// looked up in it (more say nothing a shorter query would not), and how
+// many tools one answer holds.
 const (
 	maxQueryWords = 32
 	maxQueryBytes = 1024

@@ -3,6 +3,7 @@ package catalog
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -208,5 +209,18 @@ func TestSummary(t *testing.T) {
 	}
 	if got := Summary(nil); got != "No tool matches the query." {
 		t.Errorf("Summary(nil) = %q", got)
+	}
+}
+
+// TestSummaryBounded: rendering a tool whose description is one line of 4
+// MiB costs about one copy of it (decoding it), not more.
+func TestSummaryBounded(t *testing.T) {
+	found := []json.RawMessage{tool("long", strings.Repeat("a ", 2<<20))}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	text := Summary(found)
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 2*uint64(len(found[0])) || len(text) > 2*maxSummaryLine {
+		t.Errorf("Summary allocated %d bytes for a %d-byte definition, and answered %d bytes", n, len(found[0]), len(text))
 	}
 }

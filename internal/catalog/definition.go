@@ -119,6 +119,9 @@ func (d definition) words() (counts map[string]float32, length float64) {
 	var buf []string
 	n := 0
 	for _, t := range d.texts {
+		if n == maxToolWords {
+			break
+		}
 		buf = appendWords(buf[:0], t.s[:min(len(t.s), maxTextBytes)], t.whole)
 		for _, w := range buf[:min(len(buf), maxToolWords-n)] {
 			counts[w] += t.weight

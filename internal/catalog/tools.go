@@ -101,9 +101,10 @@ func summaryName(name string) string {
 	return clip.Text(name, maxSummaryLine)
 }
 
-// firstLine is the first non-blank line of s, its spaces collapsed.
+// firstLine is the first non-blank line of s, its spaces collapsed, read
+// from s's first maxTextBytes (a description can be any length).
 func firstLine(s string) string {
-	for line := range strings.Lines(s) {
+	for line := range strings.Lines(clip.Text(s, maxTextBytes)) {
 		if f := strings.Fields(line); len(f) > 0 {
 			return strings.Join(f, " ")
 		}
