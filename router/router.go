@@ -81,6 +81,8 @@ type Router struct {
 	warned marks // warnings logged once
 	holds  *holds
 	admit  func(ctx context.Context, upstream string) error
+	// indexes are the search endpoints' (catalog.go).
+	indexes *indexes
 }
 
 // DiscoverTTL is how long clients may cache Manifold's server/discover: its
@@ -93,7 +95,7 @@ func New(o Options) *Router {
 		o.Logger = slog.Default()
 	}
 	r := &Router{ups: o.Upstreams, ns: o.Namespace, cache: o.Cache, log: o.Logger,
-		holds: newHolds(o.Secret, o.CredentialHeaders), admit: o.Admit}
+		holds: newHolds(o.Secret, o.CredentialHeaders), admit: o.Admit, indexes: newIndexes()}
 	r.merger = &merge.Merger{
 		Codec:  o.Codec,
 		Log:    o.Logger,
@@ -136,6 +138,11 @@ func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage,
 // route serves req from set as its method's row says; n is the request's
 // note (Noted), nil if none.
 func (r *Router) route(ctx context.Context, set *upstream.Set, m *mcp.Method, req *mcp.Request, n *Note) (json.RawMessage, error) {
+	if set.View().Searches() && (m.Name == mcp.MethodToolsList || m.Name == mcp.MethodToolsCall) {
+		if res, err, ok := r.searchedTools(ctx, set, m, req, n); ok {
+			return res, err
+		}
+	}
 	switch m.Route {
 	case mcp.RouteLocal:
 		return r.discover(ctx, set)

@@ -28,6 +28,9 @@ type View struct {
 	// Access admits only principals one of whose rules matches; to the
 	// others the endpoint does not exist. None admits everyone.
 	Access []AccessRule
+	// Search lists find_tools and call_tool in place of the view's tools
+	// (endpoints[].catalog: search; router/catalog.go).
+	Search bool
 }
 
 // MainPath names the view of the main endpoint, which serves everything:
@@ -41,6 +44,9 @@ func (v *View) Name() string {
 	}
 	return v.Path
 }
+
+// Searches reports whether the view lists its tools through a search.
+func (v *View) Searches() bool { return v != nil && v.Search }
 
 // Holds reports whether the view holds the upstream called name.
 func (v *View) Holds(name string) bool {

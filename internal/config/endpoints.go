@@ -28,7 +28,16 @@ type Endpoint struct {
 	// rule); to the others the endpoint answers 404, as a path nothing is
 	// served on.
 	Access []AccessRule `yaml:"access"`
+	// Catalog is how its tools are shown: full (every tool, the default)
+	// or search (two tools, find_tools and call_tool, over all of them).
+	Catalog string `yaml:"catalog"`
 }
+
+// The values of endpoints[].catalog.
+const (
+	CatalogFull   = "full"
+	CatalogSearch = "search"
+)
 
 // ToolCache caches the results of an upstream's read-only tools.
 type ToolCache struct {
@@ -89,6 +98,9 @@ func (c *Config) validateEndpoints(ps *problems) {
 			kf.f.validateGlobs(ps, at+"."+kf.key)
 		}
 		c.validateAccess(ps, at+".access", e.Access)
+		if e.Catalog != "" && e.Catalog != CatalogFull && e.Catalog != CatalogSearch {
+			ps.add(at+".catalog", "%q must be full or search", e.Catalog)
+		}
 	}
 }
 

@@ -192,7 +192,12 @@ func (h *Hub) admits(s *Subscription, name string) bool {
 }
 
 // send queues ev for s without ever blocking the fan-out; h.mu is held.
+// A search endpoint's tools never change (router/catalog.go): what changed
+// is behind find_tools, and its callers are not told.
 func (h *Hub) send(s *Subscription, ev Event) {
+	if ev.List != nil && ev.List.List == mcp.MethodToolsList && s.view.Searches() {
+		return
+	}
 	select {
 	case s.events <- ev:
 	default:

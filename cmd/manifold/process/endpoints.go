@@ -20,7 +20,7 @@ import (
 func newViews(eps []config.Endpoint) ([]*upstream.View, error) {
 	views := make([]*upstream.View, 0, len(eps))
 	for i, e := range eps {
-		v := &upstream.View{Path: e.Path}
+		v := &upstream.View{Path: e.Path, Search: e.Catalog == config.CatalogSearch}
 		if len(e.Upstreams) > 0 {
 			v.Upstreams = slices.Clone(e.Upstreams)
 		}
