@@ -166,21 +166,22 @@ func (r *Router) allTools(ctx context.Context, set *upstream.Set, req *mcp.Reque
 		if err != nil {
 			return nil, err
 		}
-		var listed struct {
-			Tools      []json.RawMessage `json:"tools"`
-			NextCursor json.RawMessage   `json:"nextCursor"`
-		}
-		if err := json.Unmarshal(res, &listed); err != nil {
+		// Read at byte level (the merged page is Manifold's own, valid
+		// JSON): decoding it whole was half of a find_tools.
+		items, _ := jsonrpc.Member(res, "tools")
+		listed, err := jsonrpc.Elements(items)
+		if err != nil {
 			return nil, fmt.Errorf("find_tools: the merged tools/list: %w", err)
 		}
-		tools = append(tools, listed.Tools...)
+		tools = append(tools, listed...)
 		if len(tools) > maxCatalogTools {
 			return tools[:maxCatalogTools], nil
 		}
-		if listed.NextCursor == nil {
+		next, ok := jsonrpc.Member(res, "nextCursor")
+		if !ok {
 			return tools, nil
 		}
-		cursor = listed.NextCursor
+		cursor = next
 	}
 	return tools, nil
 }
