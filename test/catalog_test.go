@@ -262,4 +262,3 @@ func TestSearchKeepsPrivateListsApart(t *testing.T) {
 		t.Errorf("bob's call_tool crm_whoami answered %s", r.Body)
 	}
 }
-
