@@ -117,13 +117,16 @@ type fixture struct {
 }
 
 // newFixture runs a go-sdk 2026-07-28 server with subscribable resources
-// test://a and test://b, a Manifold upstream client for it named "up", and
-// a hub over it.
-func newFixture(t *testing.T, o Options) *fixture {
+// test://a and test://b (and what serve adds to it), a Manifold upstream
+// client for it named "up", and a hub over it.
+func newFixture(t *testing.T, o Options, serve ...func(*sdk.Server)) *fixture {
 	s := sdk.NewServer(&sdk.Implementation{Name: "hub-fixture", Version: "1"}, &sdk.ServerOptions{
 		SubscribeHandler:   func(context.Context, *sdk.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
 	})
+	for _, f := range serve {
+		f(s)
+	}
 	for _, uri := range []string{"test://a", "test://b"} {
 		s.AddResource(&sdk.Resource{URI: uri, Name: uri}, func(context.Context, *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: uri, Text: "x"}}}, nil
@@ -463,5 +466,40 @@ func TestStreamEndsWhenItsCredentialExpires(t *testing.T) {
 	case <-lasting.Ended():
 		t.Errorf("a stream with no expiry ended: %v", lasting.Err())
 	default:
+	}
+}
+
+// At a search endpoint (upstream.View's Search) the tools list is two
+// tools that never change: a change of the upstreams' tools, or a
+// missed-changes event, tells its subscribers nothing of tools, and the
+// rest as anywhere. The same subscription at /mcp hears the change.
+func TestSearchViewHearsNoToolChanges(t *testing.T) {
+	f := newFixture(t, Options{}, func(s *sdk.Server) {
+		s.AddTool(&sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{}, nil
+		})
+	})
+	filter := mcp.SubscriptionFilter{ToolsListChanged: true, ResourceSubscriptions: []string{"up+test://a"}}
+	main, err := f.hub.Subscribe(context.Background(), filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer main.Close()
+	search, err := f.hub.Subscribe(upstream.WithView(context.Background(), &upstream.View{Path: "/mcp/search", Search: true}), filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer search.Close()
+	tools, _ := mcp.ListChangeOf(mcp.NotifyToolsChanged)
+	f.hub.OnEvent("up", upstream.Event{Kind: upstream.ListChanged, List: tools})
+	f.hub.OnEvent("up", upstream.Event{Kind: upstream.Missed})
+	f.hub.OnEvent("up", upstream.Event{Kind: upstream.ResourceUpdated, URI: "test://a"})
+	if ev := next(t, main); ev.List != tools {
+		t.Errorf("at /mcp the first event is %+v, want the tools' list change", ev)
+	}
+	for ev := next(t, search); ev.URI != "up+test://a"; ev = next(t, search) {
+		if ev.List == tools {
+			t.Errorf("at the search endpoint the tools' list change was told")
+		}
 	}
 }
