@@ -36,8 +36,8 @@ import (
 // HoldTime is how long a held call waits for its caller's retry.
 const HoldTime = 60 * time.Second
 
-// statePrefix marks a requestState Manifold sealed (any other belongs to
-// an upstream and passes through untouched).
+// statePrefix marks a requestState of a held call (an upstream's own goes
+// out sealed for its caller: passstate.go).
 const statePrefix = "manifold.hold."
 
 type holds struct {

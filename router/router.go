@@ -121,18 +121,24 @@ func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage,
 		}
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not supported", req.Method)
 	}
-	if consenting(req) {
-		sub, err := r.holds.resumeConsent(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		req = sub
+	var err error
+	switch {
+	case consenting(req):
+		req, err = r.holds.resumeConsent(ctx, req)
+	case passing(req):
+		req, err = r.holds.openPassed(ctx, req)
+	}
+	if err != nil {
+		return nil, err
 	}
 	res, err := r.route(ctx, callersSet(ctx, r.ups), m, req, n)
 	if cr, ok := oauth.IsConsent(err); ok {
 		return r.holds.askConsent(ctx, req, cr)
 	}
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return r.holds.sealPassed(ctx, req, res), nil
 }
 
 // route serves req from set as its method's row says; n is the request's

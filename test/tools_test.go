@@ -257,19 +257,23 @@ func TestToolCancellationReachesUpstream(t *testing.T) {
 	}
 }
 
-// An input_required result passes through; the retry with inputResponses
-// and requestState reaches the same upstream, and nothing is cached.
+// An input_required result passes through, its requestState sealed for
+// its caller (passstate_test.go); the retry with inputResponses and that
+// requestState reaches the same upstream with its own, and nothing is
+// cached.
 func TestToolInputRequiredRoundTrip(t *testing.T) {
 	p, _ := threeToolKinds(t, "")
 	before := events.get(events.calls, "web/ask")
+	state := ""
 	for i := 0; i < 2; i++ {
 		var r callResult
 		callTool(t, p.URL, "web_ask", `{}`).result(t, &r)
-		if r.ResultType != "input_required" || r.RequestState != "state-web" || r.InputRequests["q"] == nil {
+		if r.ResultType != "input_required" || !strings.HasPrefix(r.RequestState, "manifold.pass.") || r.InputRequests["q"] == nil {
 			t.Fatalf("first answer %+v", r)
 		}
+		state = r.RequestState
 	}
-	retry := rpcBody(2, "tools/call", `"name":"web_ask","arguments":{},"requestState":"state-web","inputResponses":{"q":{"action":"accept","content":{}}}`)
+	retry := rpcBody(2, "tools/call", fmt.Sprintf(`"name":"web_ask","arguments":{},"requestState":%q,"inputResponses":{"q":{"action":"accept","content":{}}}`, state))
 	var r callResult
 	post(t, p.URL, headers("tools/call", "web_ask"), retry).result(t, &r)
 	if r.ResultType != "complete" || r.Content[0].Text != "web: answered" {

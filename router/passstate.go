@@ -1,0 +1,70 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+
+	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcp"
+)
+
+// An upstream's own requestState. A modern server that asks its caller
+// something answers input_required with a requestState of its own, which
+// the caller sends back with its answers. The server cannot tell
+// Manifold's callers apart (they all reach it through Manifold), so
+// Manifold binds the state to the caller it hands it to: it goes out
+// sealed with the caller's owner (ownerOf: principal and credential), and
+// a retry is let through, with the server's own state, only from that
+// caller. It is sealed with the router's secret, which replicas share as
+// they share cursors, so a retry may reach any of them.
+
+// passPrefix marks an upstream's requestState that Manifold sealed.
+const passPrefix = "manifold.pass."
+
+// passing reports whether req is the retry of an upstream's question.
+func passing(req *mcp.Request) bool {
+	return strings.HasPrefix(req.Params.String("requestState"), passPrefix)
+}
+
+// sealPassed seals the upstream's requestState in res, if it has one of
+// its own, for the caller of req; res is returned as it is otherwise.
+func (hs *holds) sealPassed(ctx context.Context, req *mcp.Request, res json.RawMessage) json.RawMessage {
+	if !bytes.Contains(res, []byte(`"requestState"`)) {
+		return res
+	}
+	state, ok := jsonrpc.MemberString(res, "requestState")
+	if !ok || strings.HasPrefix(state, "manifold.") {
+		return res // Manifold's own (a held call, a consent)
+	}
+	obj, err := jsonrpc.ParseObject(res)
+	if err != nil {
+		return res
+	}
+	encoded := base64.RawURLEncoding.EncodeToString([]byte(state))
+	_ = obj.Set("requestState", hs.sealFields(passPrefix, hs.ownerOf(ctx, req), encoded))
+	return obj.Marshal()
+}
+
+// openPassed is req with the upstream's own requestState in place of the
+// sealed one, if req's caller is the one it was issued to.
+func (hs *holds) openPassed(ctx context.Context, req *mcp.Request) (*mcp.Request, error) {
+	parts, err := hs.openFields(req.Params.String("requestState"), passPrefix, 2)
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "requestState: %v", err)
+	}
+	if parts[0] != hs.ownerOf(ctx, req) {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "requestState: issued to another caller")
+	}
+	state, err := base64.RawURLEncoding.Strict().DecodeString(parts[1])
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "requestState: malformed")
+	}
+	sub := *req
+	sub.Params = req.Params.Clone()
+	sub.Params["requestState"] = jsonrpc.Quote(string(state))
+	sub.Shape = nil // a retry is checked each time it comes
+	return &sub, nil
+}
