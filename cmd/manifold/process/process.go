@@ -218,7 +218,8 @@ func (p *Process) links(v *upstream.View) []frontend.Link {
 
 // mux routes the main listener's paths: /mcp, and the 2024-11-05 HTTP+SSE
 // transport's /sse and /messages, each through the same chain of links;
-// the curated endpoints' (endpoints.go); and, without an admin listener,
+// the curated endpoints' (endpoints.go); the page at / (root.go); and,
+// without an admin listener,
 // the operational endpoints beside them.
 func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
 	links := p.links(nil)
@@ -228,6 +229,7 @@ func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
 	mux.Handle(frontend.SSEStreamPath, frontend.Chain(sse.Stream(), links...))
 	mux.Handle(frontend.SSEMessagesPath, frontend.Chain(sse.Messages(), links...))
 	p.mountEndpoints(mux, legacy, sse)
+	p.rootPage(mux)
 	if p.auth.Enabled() && p.resource.Published() {
 		// Open to all: it is how a client learns where to get a token.
 		metadata := frontend.Chain(p.resource, frontend.CheckHost(p.cfg.AllowedHosts))
