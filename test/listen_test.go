@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -92,4 +93,32 @@ func dialPort(port int) error {
 		c.Close()
 	}
 	return err
+}
+
+// The example calls a tool: its two files upstreams each list search, the
+// example's README call answers the welcome note as a resource link, and
+// the example turns the tool cache on for them (the second call is a hit).
+func TestExampleSearchTool(t *testing.T) {
+	url := serveExample(t)
+	var names []string
+	eventually(t, 15*time.Second, func() error {
+		names = names[:0]
+		for _, page := range listAll(t, url, "tools/list") {
+			for _, tool := range page.Tools {
+				names = append(names, fmt.Sprint(tool["name"]))
+			}
+		}
+		if !slices.Contains(names, "notes_search") || !slices.Contains(names, "docs_search") {
+			return fmt.Errorf("tools/list names %v; want notes_search and docs_search", names)
+		}
+		return nil
+	})
+	first := callToolAs(t, url, "", "notes_search", `{"query":"Welcome"}`)
+	body := string(first.Raw.Result)
+	if first.IsError || !strings.Contains(body, `"type":"resource_link"`) || !strings.Contains(body, `"uri":"notes+file:///welcome.md"`) || !strings.Contains(string(first.Raw.Body), "# Welcome to Manifold") {
+		t.Fatalf("notes_search Welcome answered %s; want a resource link to notes+file:///welcome.md with its matching line", first.Raw.Body)
+	}
+	if again := callToolAs(t, url, "", "notes_search", `{"query":"Welcome"}`); again.Cache == nil {
+		t.Errorf("the second notes_search Welcome came from the upstream: the example's tool cache is off")
+	}
 }

@@ -4,7 +4,7 @@
 //	manifold serve --config FILE     serve until SIGINT or SIGTERM (--listen ADDR: elsewhere than the file says)
 //	manifold stdio --config FILE     serve one caller on stdin/stdout
 //	manifold validate --config FILE  check a configuration file
-//	manifold files DIR               serve a folder as MCP resources on stdio
+//	manifold files DIR               serve a folder as MCP resources (and a search tool) on stdio
 //	manifold version                 print the version
 package main
 
@@ -38,7 +38,7 @@ Usage:
   manifold stdio --config FILE      serve one caller on stdin/stdout (for hosts that launch servers; SIGHUP reloads);
                                     --endpoint PATH serves that curated endpoint's view
   manifold validate --config FILE   check a configuration file; exit 1 listing every problem
-  manifold files [flags] DIR        serve folder DIR as MCP resources over stdio
+  manifold files [flags] DIR        serve folder DIR as MCP resources, and a search tool, over stdio
   manifold version                  print the version
 
 Run 'manifold COMMAND --help' for a command's flags.
@@ -341,7 +341,7 @@ func serveFiles(args []string, stdout, stderr io.Writer) int {
 	pageSize := fs.Int("page-size", 100, "resources per resources/list page")
 	ttl := fs.Duration("ttl", 5*time.Second, "ttlMs cache hint on results")
 	poll := fs.Duration("poll", time.Second, "how often subscribed files are checked for changes")
-	maxFile := fs.Int64("max-file-bytes", 8<<20, "largest file resources/read returns")
+	maxFile := fs.Int64("max-file-bytes", 8<<20, "largest file resources/read returns, and how much of each file the search tool reads")
 	if code, ok := parse(fs, args, stdout, stderr); !ok {
 		return code
 	}
