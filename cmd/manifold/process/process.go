@@ -44,6 +44,7 @@ type Process struct {
 	cfg       *config.Config
 	log       *slog.Logger
 	metrics   *metrics
+	traffic   *traffic // what the admin page keeps of the requests served
 	upstreams *upstream.Registry
 	views     []*upstream.View // the curated endpoints', in configuration order
 	cache     *cache.Cache
@@ -86,6 +87,7 @@ func build(cfg *config.Config, log *slog.Logger, base string, pages net.Listener
 		log.Warn("configuration: " + w.String())
 	}
 	p.metrics = newMetrics(p)
+	p.traffic = newTraffic(p.cacheHits)
 	if err := p.provisionGuards(); err != nil {
 		return nil, err
 	}
@@ -147,7 +149,7 @@ func (p *Process) newDispatcher(ns namespace.Namespace) *frontend.Dispatcher {
 
 		CredentialHeaders: cfg.Cache.CredentialHeaders,
 	})
-	links := append([]router.Link{router.Traced(), router.Observed(p.metrics.request)}, p.auditLink()...)
+	links := append([]router.Link{router.Traced(), router.Observed(p.metrics.request), router.Observed(p.traffic.count)}, p.auditLink()...)
 	return frontend.NewDispatcher(frontend.Options{
 		Handler:      rt,
 		Links:        links,
@@ -336,6 +338,7 @@ func (p *Process) start(ctx context.Context) int {
 	p.reloadMu.Lock()
 	p.started = ctx
 	p.reloadMu.Unlock()
+	go p.traffic.run(ctx)
 	all := p.upstreams.Load().All()
 	p.startUpstreams(ctx, all)
 	return len(all)
