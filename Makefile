@@ -1,9 +1,12 @@
-# Manifold. `make run` serves config.example.yaml; `make test` runs every test.
+# Manifold. `make run` serves config.example.yaml (LISTEN=host:port moves it
+# off the file's 127.0.0.1:8080); `make test` runs every test.
 GO        ?= go
 BIN       := bin/manifold
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/manifold-mcp/manifold/internal/mcp.BuildVersion=$(VERSION)
 CONFIG    ?= config.example.yaml
+# make run LISTEN=host:port serves there instead of the file's listen.
+LISTEN    ?=
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -14,7 +17,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(LDFLAGS)' -o $(BIN) ./cmd/manifold
 
 run: build
-	$(BIN) serve --config $(CONFIG)
+	$(BIN) serve --config $(CONFIG)$(if $(LISTEN), --listen $(LISTEN))
 
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

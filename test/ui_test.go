@@ -2,10 +2,12 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +29,14 @@ type shownPage struct {
 	Upstreams                            map[string]shownUpstream
 	PageWidth, ViewWidth                 int
 	Stacked                              bool // each row a card, header hidden
+	// EraLines is the most lines an era (2026-07-28) is drawn on; Overflowing
+	// names the elements whose content is wider than they are.
+	EraLines    int
+	Overflowing []string
+	// The totals since start and the last minutes' history.
+	Requests, RequestsDetail string
+	HistoryBars              int
+	HistoryRequests          int
 }
 
 // readPage collects shownPage from the page's rendered text.
@@ -43,8 +53,20 @@ const readPage = `(() => {
   return {Ready: t(document.getElementById("ready")), Redis: t(document.getElementById("redis")),
     RedisDetail: t(document.getElementById("redis-detail")), Refreshed: t(document.getElementById("refreshed")),
     Upstreams: ups, PageWidth: document.documentElement.scrollWidth, ViewWidth: window.innerWidth,
-    Stacked: !!tr && getComputedStyle(tr).display === "block" && getComputedStyle(document.querySelector("thead")).display === "none"};
+    Stacked: !!tr && getComputedStyle(tr).display === "block" && getComputedStyle(document.querySelector("thead")).display === "none",
+    EraLines: Math.max(0, ...[...document.querySelectorAll("td.protocol")].map(lines)),
+    Overflowing: [...document.querySelectorAll("header *, .card, .card *, td, #history")].filter((el) => el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).display !== "inline").map((el) => el.id || el.className || el.tagName),
+    Requests: t(document.getElementById("requests")), RequestsDetail: t(document.getElementById("requests-detail")),
+    HistoryBars: document.querySelectorAll("#history [data-requests]").length,
+    HistoryRequests: [...document.querySelectorAll("#history [data-requests]")].reduce((n, b) => n + +b.dataset.requests, 0)};
 })()`
+
+// lines is how many lines an element's text is drawn on.
+const lines = `function lines(el) {
+  const r = document.createRange();
+  r.selectNodeContents(el);
+  return new Set([...r.getClientRects()].filter((b) => b.width > 0).map((b) => Math.round(b.top))).size;
+}`
 
 // The admin page in a real browser: a Manifold with two upstreams, one of
 // them down, and Redis. The page shows each upstream's state, transport,
@@ -89,6 +111,9 @@ func TestAdminPageInBrowser(t *testing.T) {
 	if page.Redis != "in use" || !strings.Contains(page.RedisDetail, "breaker closed") {
 		t.Errorf("Redis shown as %q (%q)", page.Redis, page.RedisDetail)
 	}
+	if page.EraLines != 1 || len(page.Overflowing) > 0 {
+		t.Errorf("at 1280 px an era is drawn on %d lines (want 1), and these overflow: %v", page.EraLines, page.Overflowing)
+	}
 	screenshot(t, ctx, "MANIFOLD_UI_SCREENSHOT")
 
 	a.down() // the page must notice by itself
@@ -109,6 +134,9 @@ func TestAdminPageInBrowser(t *testing.T) {
 	if !page.Stacked || page.PageWidth > page.ViewWidth {
 		t.Errorf("at phone width the rows should stack and fit: stacked=%v, page %d px wide in a %d px view", page.Stacked, page.PageWidth, page.ViewWidth)
 	}
+	if page.EraLines != 1 || len(page.Overflowing) > 0 {
+		t.Errorf("at 390 px an era is drawn on %d lines (want 1), and these overflow: %v", page.EraLines, page.Overflowing)
+	}
 	screenshot(t, ctx, "MANIFOLD_UI_SCREENSHOT_PHONE")
 }
 
@@ -116,7 +144,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 func waitShown(t *testing.T, ctx context.Context, ok func(shownPage) bool) {
 	t.Helper()
 	eventually(t, 15*time.Second, func() error {
-		last, err := chromedp.Run(ctx, chromedp.Evaluate[shownPage](readPage))
+		last, err := chromedp.Run(ctx, chromedp.Evaluate[shownPage](lines+";"+readPage))
 		if err != nil {
 			return err
 		}
@@ -129,7 +157,7 @@ func waitShown(t *testing.T, ctx context.Context, ok func(shownPage) bool) {
 
 func shown(t *testing.T, ctx context.Context) shownPage {
 	t.Helper()
-	p, err := chromedp.Run(ctx, chromedp.Evaluate[shownPage](readPage))
+	p, err := chromedp.Run(ctx, chromedp.Evaluate[shownPage](lines+";"+readPage))
 	if err != nil {
 		t.Fatalf("read the page: %v", err)
 	}
@@ -179,5 +207,66 @@ func screenshot(t *testing.T, ctx context.Context, env string) {
 	}
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Once the upstreams are idle (their latency and rate blank), the page
+// still shows what was served: the totals since start, and the minutes of
+// the last quarter hour that had requests, as /ui/state counts them.
+func TestAdminPageKeepsTotalsWhenIdle(t *testing.T) {
+	chromium := findChromium(t)
+	h := newHintedServer()
+	up := modernSDK(t, h.Server)
+	o := startOps(t, "upstreams:"+httpUpstreamYAML("files", up.URL))
+	o.waitReady(t, http.StatusOK, map[string]string{"files": "ready"})
+	for i := range 24 {
+		uri := fmt.Sprintf("files+test://pub/%d", i%4)
+		post(t, o.MCP, headers("resources/read", uri), rpcBody(1, "resources/read", fmt.Sprintf(`"uri":%q`, uri)))
+	}
+	if r := callTool(t, o.MCP, "files_nosuch", "{}"); r.Error == nil {
+		t.Fatalf("an unknown tool was answered: %s", r.Body)
+	}
+	var st struct {
+		Totals  struct{ Requests, Errors, CacheHits int }
+		History []struct {
+			Minute                      string
+			Requests, Errors, CacheHits int
+		}
+	}
+	code, body := o.get(t, "/ui/state")
+	if err := json.Unmarshal([]byte(body), &st); code != http.StatusOK || err != nil {
+		t.Fatalf("/ui/state: %d %v %s", code, err, body)
+	}
+	if st.Totals.Requests < 25 || st.Totals.Errors < 1 || st.Totals.CacheHits < 20 {
+		t.Errorf("/ui/state totals %+v; want at least the 25 requests, the failed call and 20 hits", st.Totals)
+	}
+	sum := 0
+	for _, m := range st.History {
+		sum += m.Requests
+	}
+	if len(st.History) == 0 || len(st.History) > 15 || sum != st.Totals.Requests {
+		t.Errorf("/ui/state history %+v: want at most 15 minutes holding the %d requests", st.History, st.Totals.Requests)
+	}
+
+	ctx := browser(t, chromium)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 720), chromedp.Navigate(o.Admin+"/ui"),
+		chromedp.WaitVisible(`tr[data-upstream="files"]`)); err != nil {
+		t.Fatalf("load /ui in chromium: %v", err)
+	}
+	// An idle upstream's latency goes blank a minute after its last call.
+	eventually(t, 90*time.Second, func() error {
+		if p := shown(t, ctx); p.Upstreams["files"].P50 != "–" {
+			return fmt.Errorf("files p50 still %q", p.Upstreams["files"].P50)
+		}
+		return nil
+	})
+	page := shown(t, ctx)
+	want := strconv.Itoa(st.Totals.Requests)
+	if page.Requests != want || !strings.Contains(page.RequestsDetail, fmt.Sprintf("%d errors", st.Totals.Errors)) ||
+		!strings.Contains(page.RequestsDetail, fmt.Sprintf("%d cache hits", st.Totals.CacheHits)) {
+		t.Errorf("idle, the page shows %q requests (%q); want %s, with %d errors and %d cache hits", page.Requests, page.RequestsDetail, want, st.Totals.Errors, st.Totals.CacheHits)
+	}
+	if page.HistoryBars == 0 || page.HistoryRequests != st.Totals.Requests {
+		t.Errorf("idle, the history shows %d minutes holding %d requests; want the %d requests", page.HistoryBars, page.HistoryRequests, st.Totals.Requests)
 	}
 }

@@ -1,10 +1,10 @@
 // Command manifold is a caching aggregator for the Model Context Protocol:
 // one MCP endpoint in front of many MCP servers.
 //
-//	manifold serve --config FILE     serve until SIGINT or SIGTERM
+//	manifold serve --config FILE     serve until SIGINT or SIGTERM (--listen ADDR: elsewhere than the file says)
 //	manifold stdio --config FILE     serve one caller on stdin/stdout
 //	manifold validate --config FILE  check a configuration file
-//	manifold files DIR               serve a folder as MCP resources on stdio
+//	manifold files DIR               serve a folder as MCP resources (and a search tool) on stdio
 //	manifold version                 print the version
 package main
 
@@ -33,11 +33,12 @@ import (
 const usage = `Manifold: one MCP endpoint in front of many MCP servers.
 
 Usage:
-  manifold serve --config FILE      serve the configured endpoint until SIGINT/SIGTERM (SIGHUP reloads)
+  manifold serve --config FILE      serve the configured endpoint until SIGINT/SIGTERM (SIGHUP reloads);
+                                    --listen ADDR serves on ADDR (host:port) instead of the file's listen
   manifold stdio --config FILE      serve one caller on stdin/stdout (for hosts that launch servers; SIGHUP reloads);
                                     --endpoint PATH serves that curated endpoint's view
   manifold validate --config FILE   check a configuration file; exit 1 listing every problem
-  manifold files [flags] DIR        serve folder DIR as MCP resources over stdio
+  manifold files [flags] DIR        serve folder DIR as MCP resources, and a search tool, over stdio
   manifold version                  print the version
 
 Run 'manifold COMMAND --help' for a command's flags.
@@ -116,6 +117,8 @@ func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int,
 type setup struct {
 	usage string
 	add   func(fs *flag.FlagSet) (check func(*config.Config) error)
+	// over, when set, gives what the flags set over the file's values.
+	over func(*config.Flags) error
 }
 
 // loadConfig parses a command's flags and loads the --config file. When ok
@@ -138,12 +141,25 @@ func loadConfig(name string, args []string, stdout, stderr io.Writer, more ...se
 		fmt.Fprintf(stderr, "manifold %s: --config is required\n", name)
 		return nil, 2, false
 	}
-	cfg, err := config.Load(*path)
+	var over config.Flags
+	for _, f := range more {
+		if f.over == nil {
+			continue
+		}
+		if err := f.over(&over); err != nil {
+			fmt.Fprintf(stderr, "manifold %s: %v\n", name, err)
+			return nil, 2, false
+		}
+	}
+	cfg, err := config.LoadWith(*path, over)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, 1, false
 	}
 	for _, check := range checks {
+		if check == nil {
+			continue
+		}
 		if err := check(cfg); err != nil {
 			fmt.Fprintf(stderr, "manifold %s: %v\n", name, err)
 			return nil, 2, false
@@ -153,6 +169,20 @@ func loadConfig(name string, args []string, stdout, stderr io.Writer, more ...se
 }
 
 func serve(args []string, stdout, stderr io.Writer) int {
+	var listen *string
+	at := setup{usage: "[--listen ADDR]", add: func(fs *flag.FlagSet) func(*config.Config) error {
+		listen = fs.String("listen", "", "serve on `ADDR` (host:port) instead of the file's listen")
+		return nil
+	}, over: func(f *config.Flags) error {
+		if *listen == "" {
+			return nil
+		}
+		if _, _, err := net.SplitHostPort(*listen); err != nil {
+			return fmt.Errorf("--listen %s: must be host:port: %w", *listen, err)
+		}
+		f.Listen = *listen
+		return nil
+	}}
 	return runProcess("serve", args, stdout, stderr, func(ctx context.Context, p *process.Process, cfg *config.Config, log *slog.Logger) int {
 		l, err := net.Listen("tcp", cfg.Listen)
 		if err != nil {
@@ -165,7 +195,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 		log.Info("manifold stopped")
 		return 0
-	})
+	}, at)
 }
 
 // runProcess is what serve and stdio share: the configuration, the logger,
@@ -311,7 +341,7 @@ func serveFiles(args []string, stdout, stderr io.Writer) int {
 	pageSize := fs.Int("page-size", 100, "resources per resources/list page")
 	ttl := fs.Duration("ttl", 5*time.Second, "ttlMs cache hint on results")
 	poll := fs.Duration("poll", time.Second, "how often subscribed files are checked for changes")
-	maxFile := fs.Int64("max-file-bytes", 8<<20, "largest file resources/read returns")
+	maxFile := fs.Int64("max-file-bytes", 8<<20, "largest file resources/read returns, and how much of each file the search tool reads")
 	if code, ok := parse(fs, args, stdout, stderr); !ok {
 		return code
 	}

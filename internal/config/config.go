@@ -80,6 +80,15 @@ type Config struct {
 	// File is the path Load read, for a reload to read again; "" when the
 	// config came from Parse.
 	File string `yaml:"-"`
+	// Flags are what the command line set over the file, for a reload to
+	// set again.
+	Flags Flags `yaml:"-"`
+}
+
+// Flags are the settings a command line gives over the file's.
+type Flags struct {
+	// Listen, when set, replaces listen (manifold serve --listen).
+	Listen string
 }
 
 // Admin is the operators' listener. When Listen is set, the operational
@@ -440,7 +449,11 @@ func (e *Error) Error() string {
 // Load reads, expands, decodes and validates the file at path. Relative
 // paths in it are its folder's (see resolvePaths), and the files and
 // programs it names are checked.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadWith(path, Flags{}) }
+
+// LoadWith is Load with f set over the file's values before they are
+// validated, so that a flag is held to the rules its key is.
+func LoadWith(path string, f Flags) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
@@ -449,7 +462,7 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	cfg, problems := parse(data, os.LookupEnv)
+	cfg, problems := parse(data, os.LookupEnv, f)
 	if cfg != nil {
 		cfg.resolvePaths(dir)
 		problems = report(problems, cfg.checkFiles())
@@ -465,7 +478,7 @@ func Load(path string) (*Config, error) {
 // lookup. It returns the config only when there are no problems. It does
 // not look at the file system: Load does.
 func Parse(data []byte, lookup func(string) (string, bool)) (*Config, []Problem) {
-	cfg, problems := parse(data, lookup)
+	cfg, problems := parse(data, lookup, Flags{})
 	if len(problems) > 0 {
 		return nil, inFileOrder(data, problems)
 	}
@@ -476,7 +489,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, []Problem)
 // tree (unknown keys, values that do not decode) is reported and cleared,
 // the rest is decoded and validated. The config it returns, if any, is only
 // for further checks when there are problems.
-func parse(data []byte, lookup func(string) (string, bool)) (*Config, []Problem) {
+func parse(data []byte, lookup func(string) (string, bool), f Flags) (*Config, []Problem) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil {
@@ -492,6 +505,10 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, []Problem)
 	if err := root.Decode(&cfg); err != nil {
 		// checkKeys decodes every leaf, so this is a shape it missed.
 		return nil, append(problems, decodeProblems(err)...)
+	}
+	cfg.Flags = f
+	if f.Listen != "" {
+		cfg.Listen = f.Listen
 	}
 	cfg.applyDefaults()
 	return &cfg, report(problems, cfg.validate())

@@ -5,6 +5,8 @@
 // hints on results) and answers the legacy initialize handshake too, so it
 // serves as an upstream of either era. Every file under DIR is a resource
 // `file:///relative/path`; the template `file:///{path}` names them all.
+// One read-only tool, search, finds the files that contain words
+// (search.go).
 //
 // The folder is opened as an os.Root, so no path, however it is spelt, can
 // leave it: `..` segments, absolute paths, encoded separators and NUL bytes are
@@ -43,7 +45,8 @@ type Options struct {
 	PageSize int
 	// TTL is the ttlMs hint on results.
 	TTL time.Duration
-	// MaxFileBytes bounds a file that resources/read will return.
+	// MaxFileBytes bounds a file that resources/read will return, and what
+	// the search tool reads of each file.
 	MaxFileBytes int64
 	// Poll is how often subscribed files are checked for changes.
 	Poll   time.Duration
@@ -191,6 +194,10 @@ func (s *Server) handle(ctx context.Context, msg *jsonrpc.Message) {
 		}}}
 	case msg.Method == mcp.MethodResourcesRead:
 		res, rpcErr = s.read(params)
+	case msg.Method == mcp.MethodToolsList:
+		res = s.tools()
+	case msg.Method == mcp.MethodToolsCall:
+		res, rpcErr = s.call(ctx, params)
 	case msg.Method == mcp.MethodSubscriptions && req.modern:
 		s.subs.listen(ctx, req)
 		return
@@ -232,7 +239,7 @@ func (s *Server) reply(req *request, res any) {
 }
 
 func (s *Server) capabilities() mcp.Capabilities {
-	return mcp.Capabilities{Resources: &mcp.ResourcesCapability{Subscribe: true, ListChanged: true}}
+	return mcp.Capabilities{Resources: &mcp.ResourcesCapability{Subscribe: true, ListChanged: true}, Tools: &mcp.ListCapability{}}
 }
 
 func (s *Server) initialize(params jsonrpc.Object) any {

@@ -189,7 +189,15 @@ func (m *Memory) Receive(f func(string, Direction, []byte)) {
 func (m *Memory) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.sessions)
+	// Not len(m.sessions): the expired ones are removed only at the next
+	// sweep, up to a minute later, and are over already (as in Redis).
+	now, n := m.now(), 0
+	for _, e := range m.sessions {
+		if e.expires.After(now) {
+			n++
+		}
+	}
+	return n
 }
 
 // Active counts the sessions whose expiry was pushed back within the last

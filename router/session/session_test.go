@@ -301,3 +301,28 @@ func TestUninitializedSessionIsNotKept(t *testing.T) {
 		t.Errorf("right after initialize, the other replica saw the session uninitialized in %d of 100 rounds", stale)
 	}
 }
+
+// A session past its idle timeout is not counted, held or in use, though
+// the sweep has not removed it yet: the figures count live sessions only.
+func TestMemoryCountsLiveSessions(t *testing.T) {
+	m := NewMemory(time.Hour, 10) // the sweep ticks each minute: not within this test
+	defer m.Close()
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	m.mu.Lock()
+	m.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	m.mu.Unlock()
+	ctx := context.Background()
+	for range 3 {
+		if err := m.Create(ctx, &Session{ID: NewID()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if held, active := m.Len(), m.Active(time.Minute); held != 3 || active != 3 {
+		t.Fatalf("just created: held %d, in use %d; want 3 and 3", held, active)
+	}
+	clock.Add(int64(time.Hour + time.Second))
+	if held, active := m.Len(), m.Active(time.Minute); held != 0 || active != 0 {
+		t.Errorf("past their idle timeout: held %d, in use %d; want 0 and 0", held, active)
+	}
+}

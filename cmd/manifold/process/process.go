@@ -45,6 +45,7 @@ type Process struct {
 	cfg       *config.Config
 	log       *slog.Logger
 	metrics   *metrics
+	traffic   *traffic // what the admin page keeps of the requests served
 	upstreams *upstream.Registry
 	views     []*upstream.View // the curated endpoints', in configuration order
 	cache     *cache.Cache
@@ -85,6 +86,7 @@ func build(cfg *config.Config, log *slog.Logger, base string, pages net.Listener
 		log.Warn("configuration: " + w.String())
 	}
 	p.metrics = newMetrics(p)
+	p.traffic = newTraffic(p.cacheHits)
 	if err := p.provisionGuards(); err != nil {
 		return nil, err
 	}
@@ -152,7 +154,7 @@ func (p *Process) newDispatcher(ns namespace.Namespace) *frontend.Dispatcher {
 
 		CredentialHeaders: cfg.Cache.CredentialHeaders,
 	})
-	links := append([]router.Link{router.Traced(), router.Observed(p.metrics.request)}, p.auditLink()...)
+	links := append([]router.Link{router.Traced(), router.Observed(p.metrics.request), router.Observed(p.traffic.count)}, p.auditLink()...)
 	return frontend.NewDispatcher(frontend.Options{
 		Handler:      rt,
 		Links:        links,
@@ -223,7 +225,8 @@ func (p *Process) links(v *upstream.View) []frontend.Link {
 
 // mux routes the main listener's paths: /mcp, and the 2024-11-05 HTTP+SSE
 // transport's /sse and /messages, each through the same chain of links;
-// the curated endpoints' (endpoints.go); and, without an admin listener,
+// the curated endpoints' (endpoints.go); the page at / (root.go); and,
+// without an admin listener,
 // the operational endpoints beside them.
 func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
 	links := p.links(nil)
@@ -233,6 +236,7 @@ func (p *Process) mux(legacy *frontend.Legacy) *http.ServeMux {
 	mux.Handle(frontend.SSEStreamPath, frontend.Chain(sse.Stream(), links...))
 	mux.Handle(frontend.SSEMessagesPath, frontend.Chain(sse.Messages(), links...))
 	p.mountEndpoints(mux, legacy, sse)
+	p.rootPage(mux)
 	if p.auth.Enabled() && p.resource.Published() {
 		// Open to all: it is how a client learns where to get a token.
 		metadata := frontend.Chain(p.resource, frontend.CheckHost(p.cfg.AllowedHosts))
@@ -339,6 +343,7 @@ func (p *Process) start(ctx context.Context) int {
 	p.reloadMu.Lock()
 	p.started = ctx
 	p.reloadMu.Unlock()
+	go p.traffic.run(ctx)
 	all := p.upstreams.Load().All()
 	p.startUpstreams(ctx, all)
 	return len(all)

@@ -26,7 +26,7 @@ func (p *Process) Reload(ctx context.Context) error {
 	if p.cfg.File == "" {
 		return errors.New("reload: the configuration was not read from a file")
 	}
-	next, err := config.Load(p.cfg.File)
+	next, err := config.LoadWith(p.cfg.File, p.cfg.Flags)
 	if err == nil {
 		err = p.swapUpstreams(ctx, next.Upstreams)
 	}

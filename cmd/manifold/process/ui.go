@@ -38,6 +38,10 @@ type uiState struct {
 	Redis         *uiRedis     `json:"redis"` // null without Redis
 	Cache         uiCache      `json:"cache"`
 	Endpoints     []uiEndpoint `json:"endpoints"`
+	// Totals since start and the last minutes' History, to an audience
+	// that sees every upstream (they count the requests of all).
+	Totals  *uiTraffic `json:"totals,omitempty"`
+	History []uiMinute `json:"history,omitempty"`
 }
 
 type uiUpstream struct {
@@ -106,6 +110,10 @@ func (p *Process) state(a audience) uiState {
 	}
 	s.Cache = ratios(mem, red, total)
 	s.Endpoints = p.endpointsSeenBy(a)
+	if a.all {
+		totals, history := p.traffic.snapshot()
+		s.Totals, s.History = &totals, history
+	}
 	if st.Redis != nil {
 		s.Redis = &uiRedis{BreakerOpen: st.Redis.BreakerOpen, Errors: st.Redis.Errors, WritesDropped: st.Redis.WritesDropped}
 	}
