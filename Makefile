@@ -11,7 +11,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: build run test vet deps conformance fuzz bench soak clean
+.PHONY: build run test vet deps dist conformance fuzz bench soak clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(LDFLAGS)' -o $(BIN) ./cmd/manifold
@@ -40,6 +40,11 @@ test: vet build deps
 conformance: build
 	scripts/conformance
 
+# Release archives for linux and darwin on amd64 and arm64, with SHA256SUMS,
+# built reproducibly into dist/ (scripts/dist).
+dist:
+	GO=$(GO) scripts/dist $(VERSION)
+
 # Every fuzz target for FUZZTIME (default 10s); CI runs it.
 fuzz:
 	scripts/fuzz
@@ -62,4 +67,4 @@ soak: build deps
 	scripts/soak -duration $(SOAK_DURATION) $(SOAK_FLAGS)
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -58,16 +58,16 @@ func TestListenAndSubscribeCounted(t *testing.T) {
 	})
 }
 
-// The README's metrics table lists every family a process exports (with
+// The metrics table of docs/operations.md lists every family a process exports (with
 // Redis, rate limits and an audit log, so that the families of each are
 // there), and nothing it does not.
 func TestMetricsTableListsEveryFamily(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	page, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(manifold_[a-z_]+)` \\|").FindAllSubmatch(readme, -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `(manifold_[a-z_]+)` \\|").FindAllSubmatch(page, -1) {
 		documented[string(m[1])] = true
 	}
 	rs := redistest.Start(t)
@@ -91,12 +91,12 @@ func TestMetricsTableListsEveryFamily(t *testing.T) {
 	}
 	for name := range exported {
 		if !documented[name] {
-			t.Errorf("%s is exported but not in README's metrics table", name)
+			t.Errorf("%s is exported but not in the metrics table of docs/operations.md", name)
 		}
 	}
 	for name := range documented {
 		if !exported[name] {
-			t.Errorf("README's metrics table lists %s, which the process does not export", name)
+			t.Errorf("the metrics table of docs/operations.md lists %s, which the process does not export", name)
 		}
 	}
 }

@@ -89,9 +89,12 @@ func assertChecks(t *testing.T, out string) {
 	if len(checks) == 0 {
 		t.Fatal("the scenario made no checks")
 	}
+	failed := 0
 	for _, c := range checks {
 		if c.Status != "SUCCESS" && c.Status != "INFO" {
+			failed++
 			t.Errorf("check %s: %s %s", c.ID, c.Status, c.ErrorMessage)
 		}
 	}
+	logTally(t, len(checks), failed, false)
 }

@@ -187,7 +187,18 @@ func (r *run) scenario(t *testing.T, name, version string, expectFailure bool) {
 		if expectFailure && failed == 0 {
 			t.Errorf("%s is listed as an expected failure but passed: update expectedFailures2025", name)
 		}
+		logTally(t, len(checks), failed, expectFailure)
 	})
+}
+
+// logTally writes the line the report (./report, docs/conformance.md)
+// reads a scenario's checks from.
+func logTally(t *testing.T, checks, failed int, expectFailure bool) {
+	expected := ""
+	if expectFailure {
+		expected = " (expected)"
+	}
+	t.Logf("tally: %d checks, %d failed%s", checks, failed, expected)
 }
 
 func waitListening(t *testing.T, addr string) {
