@@ -17,6 +17,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/namespace"
 	"github.com/manifold-mcp/manifold/merge"
 	"github.com/manifold-mcp/manifold/upstream"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 )
 
 // plainUpstream answers as a modern server with the least work of its own:
@@ -54,7 +55,7 @@ func allocRouter(t *testing.T, withCache bool) *Router {
 // prefixed names and a cache of co's (bounded to 1 MiB entries and an
 // hour), none for nil.
 func testRouter(t *testing.T, url string, co *cache.Options) *Router {
-	return testRouterOf(t, upstream.Options{URL: url}, co)
+	return testRouterOf(t, upstream.Options{Options: transport.Options{URL: url}}, co)
 }
 
 // testRouterOf is testRouter with the upstream's options uo (its name, wire,

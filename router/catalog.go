@@ -32,11 +32,13 @@ import (
 // only when they see the very same tools.
 
 // The bounds of a search: the merged pages read for one index, the tools
-// indexed, and the indexes kept.
+// indexed, and the indexes kept, in number and in tools all told (an
+// index holds about 750 bytes a tool: BENCHMARKS.md).
 const (
 	maxCatalogPages = 100
 	maxCatalogTools = 20_000
 	maxIndexes      = 64
+	maxKeptTools    = 100_000
 )
 
 // searchedTools answers tools/list and tools/call at a search endpoint; ok
@@ -187,11 +189,12 @@ func (r *Router) allTools(ctx context.Context, set *upstream.Set, req *mcp.Reque
 }
 
 // indexes keeps the indexes last built, by the digest of their list, the
-// least recently used dropped beyond maxIndexes.
+// least recently used dropped beyond maxIndexes, or maxKeptTools tools.
 type indexes struct {
 	mu    sync.Mutex
 	order *list.List // of *indexEntry, most recent first
 	by    map[[sha256.Size]byte]*list.Element
+	tools int // in the kept indexes
 }
 
 type indexEntry struct {
@@ -218,9 +221,11 @@ func (c *indexes) get(key [sha256.Size]byte, build func() *catalog.Index) *catal
 	defer c.mu.Unlock()
 	if _, ok := c.by[key]; !ok {
 		c.by[key] = c.order.PushFront(&indexEntry{key, ix})
-		for c.order.Len() > maxIndexes {
+		c.tools += ix.Len()
+		for c.order.Len() > maxIndexes || c.tools > maxKeptTools && c.order.Len() > 1 {
 			old := c.order.Remove(c.order.Back()).(*indexEntry)
 			delete(c.by, old.key)
+			c.tools -= old.ix.Len()
 		}
 	}
 	return ix

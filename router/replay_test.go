@@ -18,6 +18,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/oauth"
 	"github.com/manifold-mcp/manifold/upstream"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 )
 
 // shaped is the read of test://doc as the frontend hands the requests of
@@ -117,7 +118,7 @@ func TestConsentRetryIsNotReplayed(t *testing.T) {
 	defer func(ttl time.Duration) { consentTTL = ttl }(consentTTL)
 	consentTTL = time.Second
 	var granted atomic.Bool
-	r := testRouterOf(t, upstream.Options{URL: plainUpstream(t), Authorize: func(rt http.RoundTripper) http.RoundTripper { return consentGate{rt, &granted} }},
+	r := testRouterOf(t, upstream.Options{Options: transport.Options{URL: plainUpstream(t), Authorize: func(rt http.RoundTripper) http.RoundTripper { return consentGate{rt, &granted} }}},
 		&cache.Options{MemoryBytes: 8 << 20, CredentialHeaders: []string{"Authorization"}})
 	ctx := context.Background()
 	asked, err := r.Handle(ctx, consentRead(nil, ""))

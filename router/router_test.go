@@ -22,6 +22,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/namespace"
 	"github.com/manifold-mcp/manifold/merge"
 	"github.com/manifold-mcp/manifold/upstream"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 )
 
 // sdkUpstream serves, with the go-sdk at 2026-07-28, test://NAME/doc and
@@ -93,7 +94,7 @@ func newRouter(t *testing.T, prefix bool, urls ...string) *Router {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var ups []*upstream.Upstream
 	for i := 0; i+1 < len(urls); i += 2 {
-		u, err := upstream.New(upstream.Options{Name: urls[i], URL: urls[i+1], Timeout: 3 * time.Second, MaxResponseBytes: 1 << 20, Logger: log})
+		u, err := upstream.New(upstream.Options{Name: urls[i], Logger: log, Options: transport.Options{URL: urls[i+1], Timeout: 3 * time.Second, MaxResponseBytes: 1 << 20}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -226,8 +226,9 @@ func TestForwardedContext(t *testing.T) {
 	}
 }
 
-// An input_required result passes through untouched, and the retry with
-// inputResponses and requestState reaches the same upstream unchanged.
+// An input_required result passes through untouched but for its
+// requestState, sealed for its caller, and the retry with inputResponses
+// and that requestState reaches the same upstream with its own state.
 func TestInputRequiredPassesThrough(t *testing.T) {
 	var gotState atomic.Value
 	var gotResponses atomic.Value
@@ -255,21 +256,24 @@ func TestInputRequiredPassesThrough(t *testing.T) {
 		TTLms         *int           `json:"ttlMs"`
 	}
 	r.result(t, &first)
-	if first.ResultType != "input_required" || first.RequestState != "opaque-state-7" || first.InputRequests["q1"] == nil {
+	if first.ResultType != "input_required" || !strings.HasPrefix(first.RequestState, "manifold.pass.") || first.InputRequests["q1"] == nil {
 		t.Fatalf("first answer = %s", r.Result)
 	}
-	// Untouched: apart from Manifold's serverInfo, the result is exactly
-	// what the upstream answers when asked directly.
+	// Untouched: apart from Manifold's serverInfo and the requestState it
+	// seals for its caller (passstate_test.go), the result is exactly what
+	// the upstream answers when asked directly.
 	direct := post(t, up.URL, headers("resources/read", "test://ask"), `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"test://ask",`+metaElicit+`}}`)
 	var viaProxy, fromUpstream map[string]json.RawMessage
 	_ = json.Unmarshal(r.Result, &viaProxy)
 	_ = json.Unmarshal(direct.Result, &fromUpstream)
-	delete(viaProxy, "_meta")
-	delete(fromUpstream, "_meta")
+	for _, m := range []map[string]json.RawMessage{viaProxy, fromUpstream} {
+		delete(m, "_meta")
+		delete(m, "requestState")
+	}
 	if a, b := mustJSON(viaProxy), mustJSON(fromUpstream); a != b {
 		t.Errorf("input_required result changed on the way:\n proxy    %s\n upstream %s", a, b)
 	}
-	retry := `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"m+test://ask","requestState":"opaque-state-7",` +
+	retry := `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"m+test://ask","requestState":"` + first.RequestState + `",` +
 		`"inputResponses":{"q1":{"action":"accept","content":{}}},` + metaElicit + `}}`
 	var rr readResult
 	post(t, p.URL, h, retry).result(t, &rr)

@@ -142,7 +142,7 @@ func answering(username string) mcp.Ask {
 // is put to its own caller; within one principal, a question while two of
 // its calls are in flight is refused, naming no key to set.
 func TestChildQuestionsArePrincipals(t *testing.T) {
-	u, tag := kidUpstream(t, Options{Timeout: 20 * time.Second})
+	u, tag := kidUpstream(t, Options{Options: transport.Options{Timeout: 20 * time.Second}})
 	users := []string{"alice", "bob", "carol", "dave"}
 	var wg sync.WaitGroup
 	for _, who := range users {
@@ -183,7 +183,7 @@ func TestChildQuestionsArePrincipals(t *testing.T) {
 // served once one is free.
 func TestChildrenAreBounded(t *testing.T) {
 	const bound, principals = 3, 18
-	u, tag := kidUpstream(t, Options{MaxChildren: bound, Timeout: 20 * time.Second})
+	u, tag := kidUpstream(t, Options{Options: transport.Options{MaxChildren: bound, Timeout: 20 * time.Second}})
 	var most atomic.Int64
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
@@ -275,7 +275,7 @@ func TestChildrenAreBounded(t *testing.T) {
 // A process with no call for ChildIdle ends; its principal's next call
 // starts another. One in use is not ended however long its call.
 func TestChildrenEndWhenIdle(t *testing.T) {
-	u, tag := kidUpstream(t, Options{ChildIdle: 300 * time.Millisecond})
+	u, tag := kidUpstream(t, Options{Options: transport.Options{ChildIdle: 300 * time.Millisecond}})
 	first, err := readPID(asPrincipal("alice"), u)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/auth"
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 )
 
 // bearerOfCaller is an OAuth client of mode user as the upstream sees it:
@@ -57,7 +58,7 @@ func TestOwnSessionsAreBounded(t *testing.T) {
 		}
 		bound.ServeHTTP(w, r)
 	}))
-	u := newUpstream(t, Options{URL: base, PerPrincipal: true, Authorize: func(rt http.RoundTripper) http.RoundTripper { return bearerOfCaller{rt} }})
+	u := newUpstream(t, Options{Options: transport.Options{URL: base, PerPrincipal: true, Authorize: func(rt http.RoundTripper) http.RoundTripper { return bearerOfCaller{rt} }}})
 	read := func(from, to int) {
 		t.Helper()
 		for i := from; i < to; i++ {
@@ -122,7 +123,7 @@ func TestOwnSessionsRestartOutageRecovery(t *testing.T) {
 		}
 	})
 	base := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*current.Load()).ServeHTTP(w, r) }))
-	u := newUpstream(t, Options{URL: base, PerPrincipal: true, Authorize: func(rt http.RoundTripper) http.RoundTripper { return bearerOfCaller{rt} }})
+	u := newUpstream(t, Options{Options: transport.Options{URL: base, PerPrincipal: true, Authorize: func(rt http.RoundTripper) http.RoundTripper { return bearerOfCaller{rt} }}})
 	users := []string{"alice", "bob", "carol"}
 	all := func(step string) {
 		t.Helper()
@@ -179,7 +180,7 @@ func TestOwnSessionInUseIsNotEnded(t *testing.T) {
 		mu.Unlock()
 		bound.ServeHTTP(w, r)
 	}))
-	u := newUpstream(t, Options{URL: base, PerPrincipal: true, Authorize: func(rt http.RoundTripper) http.RoundTripper { return bearerOfCaller{rt} }})
+	u := newUpstream(t, Options{Options: transport.Options{URL: base, PerPrincipal: true, Authorize: func(rt http.RoundTripper) http.RoundTripper { return bearerOfCaller{rt} }}})
 	if _, err := readPID(asPrincipal("alice"), u); err != nil { // the negotiation, as alice
 		t.Fatal(err)
 	}

@@ -17,12 +17,10 @@ package upstream
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -61,15 +59,17 @@ type Info struct {
 // terms. Only the assembly knows the configuration file.
 type Options struct {
 	Name string
+	// Options are what its transport needs: the URL and wire or the
+	// command, headers, TLS, the HTTP transport and Authorize, retries,
+	// timeouts and the bound of a message (transport.Options). Its
+	// PerPrincipal means more here: the server is reached with each
+	// caller's own credential (Authorize, OAuth mode user), or, with
+	// Command, run as a process of each principal's own: nothing is asked
+	// of it without a caller but its health (probe.go's knock), so it is
+	// not negotiated with at start nor watched in the background.
+	transport.Options
 
-	// URL is the endpoint of a Streamable HTTP server (either era), or the
-	// SSE endpoint of a 2024-11-05 HTTP+SSE one.
-	URL string
-	// Wire is how URL is spoken to: WireAuto (""), WireHTTP or WireSSE.
-	Wire string
-	// Header is sent with every HTTP request; ForwardHeaders names the
-	// caller headers passed on.
-	Header         http.Header
+	// ForwardHeaders names the caller headers passed on.
 	ForwardHeaders []string
 	// Access, when set, admits only principals one of whose rules
 	// matches; the others are not shown the upstream at all (Set.For).
@@ -78,19 +78,6 @@ type Options struct {
 	// not per credential: it is forwarded none, or is configured so. Its
 	// private cache entries are then keyed by the principal.
 	KeyByPrincipal bool
-	// Transport carries the HTTP requests. Nil means a pooled transport of
-	// Manifold's own, configured with TLS; tests and tracing wrap or
-	// replace it.
-	Transport http.RoundTripper
-	// Authorize, if set, wraps the transport: each request then goes with
-	// the credential of the caller it is made for (an OAuth client's).
-	Authorize func(http.RoundTripper) http.RoundTripper
-	// PerPrincipal says the server is reached with each caller's own
-	// credential (Authorize, OAuth mode user), or, with Command, run as a
-	// process of each principal's own (children.go): nothing is asked of
-	// it without a caller but its health (probe.go's knock), so it is not
-	// negotiated with at start nor watched in the background.
-	PerPrincipal bool
 	// OAuth is the OAuth client the server is reached through (Authorize
 	// is its transport), nil if none: it belongs to the set the upstream
 	// is in, and a reload's retirement of the upstream closes it.
@@ -100,33 +87,11 @@ type Options struct {
 	// Description is what the operator says of the server, shown to a
 	// caller who has not authorized it (ConnectDescription).
 	Description string
-	TLS         *tls.Config
-	// Retries is how many times an idempotent HTTP call is sent again
-	// after a connection error or a 429/502/503/504.
-	Retries int
-	// MaxIdleConns is how many idle connections to the server the pooled
-	// transport keeps (0: 64). Its own default, GOMAXPROCS+1, makes every
-	// call beyond that many in flight open and close a connection.
-	MaxIdleConns int
-
-	// Command is the program (and arguments) of a stdio server, which
-	// Manifold runs and supervises, in Dir, with Env (KEY=VALUE) added to
-	// an environment of PATH, HOME, LANG and TMPDIR from Manifold's own.
-	Command []string
-	Env     []string
-	Dir     string
-	// MaxChildren and ChildIdle bound the processes of a server run per
-	// principal: how many run at once (0: maxChildren) and how long one
-	// runs with no call (0: childIdle). Fixed for operators; tests shorten
-	// them.
-	MaxChildren int
-	ChildIdle   time.Duration
 
 	// Protocol pins the revision; "" or "auto" probes for it.
 	Protocol string
-	// Timeout bounds one call; CallTimeout bounds a call of a method that
-	// runs work of unknown length (a tool), 0 meaning Timeout.
-	Timeout     time.Duration
+	// CallTimeout bounds a call of a method that runs work of unknown
+	// length (a tool), 0 meaning Timeout.
 	CallTimeout time.Duration
 	// Filters decide, per list method (tools/list, prompts/list), which of
 	// the server's names Manifold serves; a name not admitted is unknown.
@@ -157,17 +122,6 @@ type Options struct {
 	// ProbeInterval is how often the server is asked, while it is down,
 	// whether it is back (0: only when a call or the watch asks).
 	ProbeInterval time.Duration
-}
-
-// transport is what of o the transport needs.
-func (o Options) transport() transport.Options {
-	return transport.Options{
-		URL: o.URL, Wire: o.Wire, Header: o.Header, Transport: o.Transport, Authorize: o.Authorize, TLS: o.TLS,
-		Retries: o.Retries, MaxIdleConns: o.MaxIdleConns,
-		Command: o.Command, Env: o.Env, Dir: o.Dir,
-		PerPrincipal: o.PerPrincipal, MaxChildren: o.MaxChildren, ChildIdle: o.ChildIdle,
-		Timeout: o.Timeout, MaxResponseBytes: o.MaxResponseBytes,
-	}
 }
 
 // The wire a URL upstream is spoken to over (Options.Wire), as the
@@ -249,7 +203,7 @@ func New(o Options) (*Upstream, error) {
 			}
 		},
 	}
-	u.conn, err = transport.New(o.transport(), u.log, u.x.onServerMessage, u.health)
+	u.conn, err = transport.New(o.Options, u.log, u.x.onServerMessage, u.health)
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", o.Name, err)
 	}

@@ -141,7 +141,7 @@ func TestEraProbe(t *testing.T) {
 		{"pinned legacy on a modern server", serve(t, modern(sdkServer())), mcp.Version20250618, mcp.Version20250618, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			u := newUpstream(t, Options{URL: c.url, Protocol: c.pin})
+			u := newUpstream(t, Options{Protocol: c.pin, Options: transport.Options{URL: c.url}})
 			info, err := u.Info(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -170,7 +170,7 @@ func TestEraChangeRenegotiates(t *testing.T) {
 	m := modern(sdkServer())
 	h.Store(&m)
 	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*h.Load()).ServeHTTP(w, r) }))
-	u := newUpstream(t, Options{URL: url})
+	u := newUpstream(t, Options{Options: transport.Options{URL: url}})
 	if _, err := readPID(context.Background(), u); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestRetries(t *testing.T) {
 		}
 		inner.ServeHTTP(w, r)
 	}))
-	u := newUpstream(t, Options{URL: url, Retries: 2})
+	u := newUpstream(t, Options{Options: transport.Options{URL: url, Retries: 2}})
 	if _, err := u.Info(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func stdioChild(t *testing.T) (*Upstream, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := newUpstream(t, Options{Command: []string{exe, "-test.run=^$"}, Env: []string{childEnv + "=1"}})
+	u := newUpstream(t, Options{Options: transport.Options{Command: []string{exe, "-test.run=^$"}, Env: []string{childEnv + "=1"}}})
 	pid, err := readPID(context.Background(), u)
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +313,7 @@ func TestStdioBackoffFailsFast(t *testing.T) {
 	// Each start of the child appends a line to a file: the test sees how
 	// many times it was started, and whether a call waited for a start.
 	log := filepath.Join(t.TempDir(), "starts")
-	u := newUpstream(t, Options{Command: []string{"sh", "-c", `echo >> "$0"; exit 1`, log}, Timeout: 10 * time.Second})
+	u := newUpstream(t, Options{Options: transport.Options{Command: []string{"sh", "-c", `echo >> "$0"; exit 1`, log}, Timeout: 10 * time.Second}})
 	starts := func() int {
 		b, _ := os.ReadFile(log)
 		return bytes.Count(b, []byte("\n"))
@@ -362,11 +362,14 @@ func TestWatchKeepsHealthyStream(t *testing.T) {
 		inner.ServeHTTP(w, r)
 	}))
 	var missed atomic.Int32
-	u := newUpstream(t, Options{URL: url, OnEvent: func(_ string, ev Event) {
-		if ev.Kind == Missed {
-			missed.Add(1)
-		}
-	}})
+	u := newUpstream(t, Options{
+		OnEvent: func(_ string, ev Event) {
+			if ev.Kind == Missed {
+				missed.Add(1)
+			}
+		},
+		Options: transport.Options{URL: url},
+	})
 	u.StartWatching()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -451,11 +454,14 @@ func TestFirstWatchAfterACallReportsMissed(t *testing.T) {
 func firstWatchAfterACall(t *testing.T, legacyServer bool) {
 	url, release, asked := heldStream(t, legacyServer)
 	var missed atomic.Int32
-	u := newUpstream(t, Options{URL: url, OnEvent: func(_ string, ev Event) {
-		if ev.Kind == Missed {
-			missed.Add(1)
-		}
-	}})
+	u := newUpstream(t, Options{
+		OnEvent: func(_ string, ev Event) {
+			if ev.Kind == Missed {
+				missed.Add(1)
+			}
+		},
+		Options: transport.Options{URL: url},
+	})
 	v := u.Watch([]string{"test://a"})
 	u.StartWatching()
 	eventually(t, 10*time.Second, "the first subscription asked for", func() bool { return asked.Load() > 0 })
@@ -485,7 +491,7 @@ func firstWatchAfterACall(t *testing.T, legacyServer bool) {
 func TestFirstWatchWaitKeepsShortTimeouts(t *testing.T) {
 	url, release, asked := heldStream(t, false)
 	defer release()
-	u := newUpstream(t, Options{URL: url, Timeout: 400 * time.Millisecond})
+	u := newUpstream(t, Options{Options: transport.Options{URL: url, Timeout: 400 * time.Millisecond}})
 	u.StartWatching()
 	eventually(t, 10*time.Second, "the first subscription asked for", func() bool { return asked.Load() > 0 })
 	for i := 0; i < 3; i++ {
@@ -504,11 +510,14 @@ func TestFirstWatchWaitKeepsShortTimeouts(t *testing.T) {
 func TestFirstWatchLateThenDropThenOutage(t *testing.T) {
 	srv, release, asked := heldServer(t, false)
 	var missed atomic.Int32
-	u := newUpstream(t, Options{URL: srv.URL, Timeout: 2 * time.Second, OnEvent: func(_ string, ev Event) {
-		if ev.Kind == Missed {
-			missed.Add(1)
-		}
-	}})
+	u := newUpstream(t, Options{
+		OnEvent: func(_ string, ev Event) {
+			if ev.Kind == Missed {
+				missed.Add(1)
+			}
+		},
+		Options: transport.Options{URL: srv.URL, Timeout: 2 * time.Second},
+	})
 	u.StartWatching()
 	eventually(t, 10*time.Second, "the first subscription asked for", func() bool { return asked.Load() > 0 })
 	ctx := context.Background()
@@ -550,7 +559,7 @@ func TestRedirects(t *testing.T) {
 		inner.ServeHTTP(w, r)
 	})
 	base := serve(t, mux)
-	u := newUpstream(t, Options{URL: base + "/old"})
+	u := newUpstream(t, Options{Options: transport.Options{URL: base + "/old"}})
 	for i := range 3 {
 		if pid, err := readPID(context.Background(), u); err != nil || pid != fmt.Sprint(os.Getpid()) {
 			t.Fatalf("read %d through a same-origin redirect: %q, %v", i, pid, err)
@@ -564,7 +573,7 @@ func TestRedirects(t *testing.T) {
 	away := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, elsewhere, http.StatusTemporaryRedirect)
 	}))
-	u = newUpstream(t, Options{URL: away, Protocol: mcp.Version})
+	u = newUpstream(t, Options{Protocol: mcp.Version, Options: transport.Options{URL: away}})
 	_, err := readPID(context.Background(), u)
 	if err == nil || !strings.Contains(err.Error(), "refused a redirect") || !strings.Contains(err.Error(), strings.TrimPrefix(elsewhere, "http://")) {
 		t.Fatalf("read redirected to another origin: %v, want it refused", err)
@@ -591,7 +600,7 @@ func TestRedirectedPostIsSentOnce(t *testing.T) {
 			}
 			inner.ServeHTTP(w, r)
 		}))
-		u := newUpstream(t, Options{URL: base, Protocol: mcp.Version})
+		u := newUpstream(t, Options{Protocol: mcp.Version, Options: transport.Options{URL: base}})
 		_, err := readPID(context.Background(), u)
 		if n := reads.Load(); n != 1 {
 			t.Errorf("%d: the read was posted %d times, want once", status, n)
@@ -618,7 +627,7 @@ func TestRedirectedPostIsSentOnce(t *testing.T) {
 			inner.ServeHTTP(w, r)
 		}
 	}))
-	u := newUpstream(t, Options{URL: base + "/mcp", Protocol: mcp.Version})
+	u := newUpstream(t, Options{Protocol: mcp.Version, Options: transport.Options{URL: base + "/mcp"}})
 	_, err := readPID(context.Background(), u)
 	var se *StatusError
 	if !errors.As(err, &se) || se.Status != http.StatusSeeOther || moved.Load() != 1 || gets.Load() != 0 {
@@ -688,7 +697,7 @@ func TestStdioWatchEndsWithTheExit(t *testing.T) {
 func TestSSEWatchEndsWithTheStream(t *testing.T) {
 	srv := httptest.NewServer(sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return sdkServer() }, nil))
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
-	u := newUpstream(t, Options{URL: srv.URL, Wire: WireSSE})
+	u := newUpstream(t, Options{Options: transport.Options{URL: srv.URL, Wire: WireSSE}})
 	ctx := context.Background()
 	if _, err := readPID(ctx, u); err != nil {
 		t.Fatal(err)

@@ -276,19 +276,7 @@ func (s *Server) list(params jsonrpc.Object) (any, *jsonrpc.Error) {
 	var page []resource
 	next := ""
 	listed := 0
-	err := fs.WalkDir(s.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // an unreadable entry is skipped, not fatal
-		}
-		if p != "." && strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
+	err := s.eachFile(func(p string, d fs.DirEntry) error {
 		if listed++; listed > maxListed {
 			return fs.SkipAll
 		}
@@ -314,6 +302,26 @@ func (s *Server) list(params jsonrpc.Object) (any, *jsonrpc.Error) {
 		res["nextCursor"] = next
 	}
 	return res, nil
+}
+
+// eachFile calls visit with each regular file of the folder that is not
+// hidden (nor in a hidden folder), in lexical order; an unreadable entry
+// is skipped, not fatal.
+func (s *Server) eachFile(visit func(p string, d fs.DirEntry) error) error {
+	return fs.WalkDir(s.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return nil
+		case p != "." && strings.HasPrefix(d.Name(), "."):
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		case !d.Type().IsRegular():
+			return nil
+		}
+		return visit(p, d)
+	})
 }
 
 func orEmpty(p []resource) []resource {

@@ -139,19 +139,7 @@ func (s *Server) search(ctx context.Context, words [][]byte) (*searched, error) 
 	var filesRead int
 	var budget int64 = maxBytesRead
 	var longFiles int
-	err := fs.WalkDir(s.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // an unreadable entry is skipped, not fatal
-		}
-		if p != "." && strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
+	err := s.eachFile(func(p string, _ fs.DirEntry) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/namespace"
 	"github.com/manifold-mcp/manifold/upstream"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 )
 
 func TestMain(m *testing.M) {
@@ -136,8 +137,12 @@ func newFixture(t *testing.T, o Options, serve ...func(*sdk.Server)) *fixture {
 	srv := httptest.NewServer(l.wrap(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true})))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var h *Hub
-	u, err := upstream.New(upstream.Options{Name: "up", URL: srv.URL, Timeout: 5 * time.Second, MaxResponseBytes: 1 << 20, Logger: log,
-		OnEvent: func(name string, ev upstream.Event) { h.OnEvent(name, ev) }})
+	u, err := upstream.New(upstream.Options{
+		Name:    "up",
+		Logger:  log,
+		OnEvent: func(name string, ev upstream.Event) { h.OnEvent(name, ev) },
+		Options: transport.Options{URL: srv.URL, Timeout: 5 * time.Second, MaxResponseBytes: 1 << 20},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/namespace"
 	"github.com/manifold-mcp/manifold/router/session"
 	"github.com/manifold-mcp/manifold/upstream"
+	"github.com/manifold-mcp/manifold/upstream/transport"
 )
 
 // The translation of the configuration file into each part's own options.
@@ -72,29 +73,25 @@ func upstreamOptions(uc config.Upstream, credentials []string) (upstream.Options
 	o := upstream.Options{
 		Name:           uc.Name,
 		Required:       uc.Required,
-		URL:            uc.URL,
-		Wire:           uc.Transport,
-		Header:         http.Header{},
 		ForwardHeaders: uc.ForwardHeaders,
 		KeyByPrincipal: uc.CacheKey == config.CacheKeyPrincipal || !forwardsAny(uc.ForwardHeaders, credentials),
-		PerPrincipal:   uc.PerPrincipal,
 		Description:    uc.Description,
-		Retries:        config.UpstreamRetries,
-		Command:        uc.Command,
-		Dir:            uc.Dir,
 		Protocol:       uc.Protocol,
-		Timeout:        uc.Timeout,
 		CallTimeout:    uc.CallTimeout,
 		Filters: map[string]upstream.Filter{
 			mcp.MethodToolsList:   {Allow: uc.Tools.Allow, Deny: uc.Tools.Deny},
 			mcp.MethodPromptsList: {Allow: uc.Prompts.Allow, Deny: uc.Prompts.Deny},
 		},
-		MaxResponseBytes: int64(uc.MaxResponseBytes),
-		MaxIdleConns:     config.UpstreamIdleConns,
-		DefaultTTL:       uc.DefaultTTL,
-		DefaultScope:     uc.DefaultScope,
+		DefaultTTL:   uc.DefaultTTL,
+		DefaultScope: uc.DefaultScope,
 		ToolCache: upstream.ToolCache{TTL: uc.ToolCache.TTL, Scope: uc.ToolCache.Scope,
 			Tools: upstream.Filter{Allow: uc.ToolCache.Tools}, StaleIfError: uc.ToolCache.StaleIfError},
+		Options: transport.Options{
+			URL: uc.URL, Wire: uc.Transport, Header: http.Header{},
+			Command: uc.Command, Dir: uc.Dir, PerPrincipal: uc.PerPrincipal,
+			Timeout: uc.Timeout, MaxResponseBytes: int64(uc.MaxResponseBytes),
+			Retries: config.UpstreamRetries, MaxIdleConns: config.UpstreamIdleConns,
+		},
 	}
 	for _, r := range uc.Access {
 		o.Access = append(o.Access, upstream.AccessRule{Claim: r.Claim, Values: r.Values})
