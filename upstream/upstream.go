@@ -99,8 +99,6 @@ type Options struct {
 	// ToolCache is the policy for caching the results of its read-only
 	// tools; the zero value caches none.
 	ToolCache ToolCache
-	// MaxResponseBytes bounds one message from the server.
-	MaxResponseBytes int64
 	// DefaultTTL and DefaultScope stand in for the cache hints a legacy
 	// server does not send.
 	DefaultTTL   time.Duration
