@@ -95,6 +95,7 @@ func benchPostBytes(b *testing.B, url string, h http.Header, body []byte) int {
 	return len(benchPostRaw(b, url, h, body))
 }
 
+// benchPostRaw is benchPost returning the answer.
 func benchPostRaw(b *testing.B, url string, h http.Header, body []byte) []byte {
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
 	req.Header = h

@@ -199,31 +199,27 @@ func TestStoreLimits(t *testing.T) {
 			// more, nor does bob's once he stops. (Real time must pass:
 			// Redis counts the idle time by its own clock.)
 			deadline := time.Now().Add(5 * time.Second)
-			for {
-				if _, err := b.Get(ctx, bob.ID); err != nil {
-					t.Fatalf("a session in use expired: %v", err)
+			// openOnce the others expire opens a session of who in s, until
+			// the deadline; bob's first session is used meanwhile.
+			openOnce := func(s Store, who, what string) {
+				for {
+					if _, err := b.Get(ctx, bob.ID); err != nil {
+						t.Fatalf("a session in use expired: %v", err)
+					}
+					_, err := open(s, who)
+					if err == nil {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: %v", what, err)
+					}
+					time.Sleep(idle / 8)
 				}
-				_, err := open(a, "carol")
-				if err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("carol after the others expired: %v", err)
-				}
-				time.Sleep(idle / 8)
 			}
+			openOnce(a, "carol", "carol after the others expired")
 			// Carol may have found room as the second of the others
 			// expired, before the third: bob's room comes with the third.
-			for {
-				_, err := open(b, "bob")
-				if err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("bob's second session: %v", err)
-				}
-				time.Sleep(idle / 8)
-			}
+			openOnce(b, "bob", "bob's second session")
 			if _, err := open(a, "bob"); !errors.As(err, &full) || !full.Share {
 				t.Fatalf("bob's third session: %v, want his share refused (his first is alive)", err)
 			}
