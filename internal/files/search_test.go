@@ -6,14 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/testmem"
 )
 
 // peer is a server serving over pipes, and the client's end of them.
@@ -186,21 +185,6 @@ func TestSearchTool(t *testing.T) {
 	}
 }
 
-// allocated reports the bytes f allocates, the least of three runs: the
-// counter is the process's, and other goroutines allocate too.
-func allocated(f func()) uint64 {
-	least := uint64(math.MaxUint64)
-	for range 3 {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		f()
-		runtime.ReadMemStats(&after)
-		least = min(least, after.TotalAlloc-before.TotalAlloc)
-	}
-	return least
-}
-
 // call runs the search tool on query in-process, measuring what it
 // allocates.
 func call(t *testing.T, s *Server, query string) (callResult, uint64) {
@@ -208,7 +192,7 @@ func call(t *testing.T, s *Server, query string) (callResult, uint64) {
 	params, _ := jsonrpc.ParseObject(json.RawMessage(fmt.Sprintf(`{"name":"search","arguments":{"query":%q}}`, query)))
 	var res any
 	var rpcErr *jsonrpc.Error
-	n := allocated(func() { res, rpcErr = s.call(context.Background(), params) })
+	n := testmem.Allocated(func() { res, rpcErr = s.call(context.Background(), params) })
 	if rpcErr != nil {
 		t.Fatalf("search: %v", rpcErr)
 	}

@@ -3,30 +3,14 @@ package oauth
 import (
 	"context"
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
-)
 
-// allocated is how many bytes f allocates on the heap.
-// allocated reports the bytes f allocates, the least of three runs: the
-// counter is the process's, and goroutines of other tests allocate too.
-func allocated(f func()) uint64 {
-	least := uint64(math.MaxUint64)
-	for range 3 {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		f()
-		runtime.ReadMemStats(&after)
-		least = min(least, after.TotalAlloc-before.TotalAlloc)
-	}
-	return least
-}
+	"github.com/manifold-mcp/manifold/internal/testmem"
+)
 
 // Grants and registrations outlive the store (a restart reads them back),
 // the file is its user's alone, a lower version never replaces a higher
@@ -89,7 +73,7 @@ func TestFileStoreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var err error
-	read := allocated(func() { _, err = s.Get(ctx, "tok:a") })
+	read := testmem.Allocated(func() { _, err = s.Get(ctx, "tok:a") })
 	if err == nil || !strings.Contains(err.Error(), "over") {
 		t.Fatalf("a 64 MiB state file: want it refused as over the bound, got %v", err)
 	}
@@ -113,7 +97,7 @@ func TestWorkloadAssertionBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var err error
-	read := allocated(func() { _, err = readAssertion(path) })
+	read := testmem.Allocated(func() { _, err = readAssertion(path) })
 	if err == nil || !strings.Contains(err.Error(), "over") {
 		t.Fatalf("a 32 MiB assertion: want it refused as over the bound, got %v", err)
 	}
