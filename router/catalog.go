@@ -64,14 +64,16 @@ func (r *Router) searchedTools(ctx context.Context, set *upstream.Set, m *mcp.Me
 // catalogPage is a search endpoint's tools/list: the same two tools for
 // every caller, whatever the upstreams hold.
 func (r *Router) catalogPage() json.RawMessage {
-	tools, _ := json.Marshal(catalog.Tools())
-	b := make([]byte, 0, 128+len(r.meta)+len(tools))
+	b := make([]byte, 0, 128+len(r.meta)+len(catalogTools))
 	b = append(b, `{"_meta":`...)
 	b = append(b, r.meta...)
 	b = fmt.Appendf(b, `,"resultType":"complete","cacheScope":"public","ttlMs":%d,"tools":`, DiscoverTTL)
-	b = append(b, tools...)
+	b = append(b, catalogTools...)
 	return append(b, '}')
 }
+
+// catalogTools is the two tools' definitions as a JSON array, written once.
+var catalogTools, _ = json.Marshal(catalog.Tools())
 
 // findTools answers find_tools: the best matches of its query among the
 // caller's tools, whole, in structuredContent, with a line each as text.

@@ -30,9 +30,11 @@ func passing(req *mcp.Request) bool {
 }
 
 // sealPassed seals the upstream's requestState in res, if it has one of
-// its own, for the caller of req; res is returned as it is otherwise.
-func (hs *holds) sealPassed(ctx context.Context, req *mcp.Request, res json.RawMessage) json.RawMessage {
-	if !bytes.Contains(res, []byte(`"requestState"`)) {
+// its own, for the caller of req, a request of m; res is returned as it
+// is otherwise. A list page or Manifold's own description asks nothing,
+// and is not searched for a state (a page may be megabytes).
+func (hs *holds) sealPassed(ctx context.Context, m *mcp.Method, req *mcp.Request, res json.RawMessage) json.RawMessage {
+	if m.Route == mcp.RouteAll || m.Route == mcp.RouteLocal || !bytes.Contains(res, []byte(`"requestState"`)) {
 		return res
 	}
 	state, ok := jsonrpc.MemberString(res, "requestState")

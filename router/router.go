@@ -138,7 +138,7 @@ func (r *Router) Handle(ctx context.Context, req *mcp.Request) (json.RawMessage,
 	if err != nil {
 		return nil, err
 	}
-	return r.holds.sealPassed(ctx, req, res), nil
+	return r.holds.sealPassed(ctx, m, req, res), nil
 }
 
 // route serves req from set as its method's row says; n is the request's
