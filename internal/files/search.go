@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"mime"
-	"net/http"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -185,6 +183,9 @@ type scratch struct {
 // and whether the file went on past limit.
 func (s *Server) searchFile(p string, sc *scratch, limit int64, words [][]byte) (h *hit, n int64, long bool) {
 	br := sc.br
+	if mt := mimeType(p, nil); mt != "application/octet-stream" && !textual(mt) {
+		return nil, 0, false // known by its name not to be text: not read
+	}
 	f, err := s.root.Open(p)
 	if err != nil {
 		return nil, 0, false
@@ -193,10 +194,7 @@ func (s *Server) searchFile(p string, sc *scratch, limit int64, words [][]byte) 
 	counted := &countingReader{r: io.LimitReader(f, limit+1)}
 	br.Reset(counted)
 	head, _ := br.Peek(512)
-	mt := mimeType(p, nil)
-	if mt == "application/octet-stream" {
-		mt, _, _ = mime.ParseMediaType(http.DetectContentType(head))
-	}
+	mt := mimeType(p, head)
 	if !textual(mt) || bytes.IndexByte(head, 0) >= 0 {
 		return nil, counted.n, false
 	}

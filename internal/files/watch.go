@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"io/fs"
-	"strings"
 	"sync"
 	"time"
 
@@ -133,19 +132,8 @@ func (s *Server) stat(uri string) stamp {
 // listDigest summarises the names a listing would return.
 func (s *Server) listDigest() [32]byte {
 	h := sha256.New()
-	_ = fs.WalkDir(s.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if p != "." && strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if d.Type().IsRegular() {
-			h.Write([]byte(p + "\x00"))
-		}
+	_ = s.eachFile(func(p string, _ fs.DirEntry) error {
+		h.Write([]byte(p + "\x00"))
 		return nil
 	})
 	var sum [32]byte

@@ -186,19 +186,9 @@ func (m *Memory) Receive(f func(string, Direction, []byte)) {
 	m.receive = f
 }
 
-func (m *Memory) Len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	// Not len(m.sessions): the expired ones are removed only at the next
-	// sweep, up to a minute later, and are over already (as in Redis).
-	now, n := m.now(), 0
-	for _, e := range m.sessions {
-		if e.expires.After(now) {
-			n++
-		}
-	}
-	return n
-}
+// Len is not len(m.sessions): the expired ones are removed only at the
+// next sweep, up to a minute later, and are over already (as in Redis).
+func (m *Memory) Len() int { return m.Active(m.idle) }
 
 // Active counts the sessions whose expiry was pushed back within the last
 // within: an expiry is the last use plus the idle timeout.
