@@ -17,6 +17,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/jsonrpc"
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/panics"
+	"github.com/manifold-mcp/manifold/internal/seal"
 )
 
 // The bridge between a modern caller and a legacy upstream. A legacy server
@@ -42,6 +43,7 @@ const statePrefix = "manifold.hold."
 
 type holds struct {
 	secret      []byte
+	pass        *seal.Sealer // an upstream's own requestState (passstate.go)
 	replica     string
 	credentials []string // the request headers that make up a credential
 
@@ -74,7 +76,8 @@ type answered struct {
 func newHolds(secret []byte, credentials []string) *holds {
 	r := make([]byte, 8)
 	_, _ = rand.Read(r)
-	return &holds{secret: secret, replica: hex.EncodeToString(r), credentials: credentials, byID: map[string]*hold{}}
+	return &holds{secret: secret, replica: hex.EncodeToString(r), credentials: credentials, byID: map[string]*hold{},
+		pass: seal.New(secret, "manifold-pass-state")}
 }
 
 // ownerOf names the caller of req: a MAC of its principal and of its

@@ -16,7 +16,8 @@ import (
 // the caller sends back with its answers. The server cannot tell
 // Manifold's callers apart (they all reach it through Manifold), so
 // Manifold binds the state to the caller it hands it to: it goes out
-// sealed with the caller's owner (ownerOf: principal and credential), and
+// encrypted under a key of the caller's owner (ownerOf: principal and
+// credential; internal/seal), for its request's target, and
 // a retry is let through, with the server's own state, only from that
 // caller. It is sealed with the router's secret, which replicas share as
 // they share cursors, so a retry may reach any of them.
@@ -41,28 +42,34 @@ func (hs *holds) sealPassed(ctx context.Context, m *mcp.Method, req *mcp.Request
 	if !ok || strings.HasPrefix(state, "manifold.") {
 		return res // Manifold's own (a held call, a consent)
 	}
-	obj, err := jsonrpc.ParseObject(res)
-	if err != nil {
+	sealed, err := hs.pass.Seal(hs.ownerOf(ctx, req), passTarget(req), []byte(state))
+	obj, perr := jsonrpc.ParseObject(res)
+	if err != nil || perr != nil {
 		return res
 	}
-	encoded := base64.RawURLEncoding.EncodeToString([]byte(state))
-	_ = obj.Set("requestState", hs.sealFields(passPrefix, hs.ownerOf(ctx, req), encoded))
+	_ = obj.Set("requestState", passPrefix+base64.RawURLEncoding.EncodeToString(sealed))
 	return obj.Marshal()
 }
 
+// passTarget is what a state answers: its request's method and the name
+// or URI it names, so that a state is not taken to another tool.
+func passTarget(req *mcp.Request) string {
+	return req.Method + "\x00" + req.Params.String("name") + "\x00" + req.Params.String("uri")
+}
+
 // openPassed is req with the upstream's own requestState in place of the
-// sealed one, if req's caller is the one it was issued to.
+// sealed one, if req's caller is the one it was issued to, for the same
+// target. The state is encrypted, not only signed: a caller who got hold
+// of another's cannot take the upstream's state out of it and send it
+// bare.
 func (hs *holds) openPassed(ctx context.Context, req *mcp.Request) (*mcp.Request, error) {
-	parts, err := hs.openFields(req.Params.String("requestState"), passPrefix, 2)
-	if err != nil {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "requestState: %v", err)
-	}
-	if parts[0] != hs.ownerOf(ctx, req) {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "requestState: issued to another caller")
-	}
-	state, err := base64.RawURLEncoding.Strict().DecodeString(parts[1])
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(strings.TrimPrefix(req.Params.String("requestState"), passPrefix))
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "requestState: malformed")
+	}
+	state, err := hs.pass.Open(hs.ownerOf(ctx, req), passTarget(req), raw)
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "requestState: issued to another caller or request, or tampered")
 	}
 	sub := *req
 	sub.Params = req.Params.Clone()
