@@ -215,6 +215,10 @@ func New(o Options) (*Upstream, error) {
 	return u, nil
 }
 
+// DefaultMaxResponseBytes bounds a message from a server whose Options
+// say no bound: upstreams[].max_response_bytes' default.
+const DefaultMaxResponseBytes = 16 << 20
+
 // withDefaults is o with what it leaves unset filled in.
 func withDefaults(o Options) Options {
 	if o.Logger == nil {
@@ -225,6 +229,11 @@ func withDefaults(o Options) Options {
 	}
 	if o.DefaultScope == "" {
 		o.DefaultScope = mcp.ScopePrivate
+	}
+	if o.MaxResponseBytes <= 0 {
+		// A bound of 0 would refuse every message (an Options built
+		// without the configuration's default).
+		o.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	return o
 }
