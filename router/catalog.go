@@ -37,8 +37,10 @@ import (
 const (
 	maxCatalogPages = 100
 	maxCatalogTools = 20_000
+	maxCatalogBytes = 32 << 20 // of definitions, which an upstream sizes
 	maxIndexes      = 64
 	maxKeptTools    = 100_000
+	maxKeptBytes    = 64 << 20
 )
 
 // searchedTools answers tools/list and tools/call at a search endpoint; ok
@@ -145,21 +147,22 @@ func (r *Router) catalogIndex(ctx context.Context, set *upstream.Set, req *mcp.R
 	if err != nil {
 		return nil, err
 	}
-	h := sha256.New()
+	h, size := sha256.New(), 0
 	for _, t := range tools {
+		size += len(t)
 		_, _ = h.Write(t)
 		_, _ = h.Write([]byte{0})
 	}
 	var key [sha256.Size]byte
 	h.Sum(key[:0])
-	return r.indexes.get(key, func() *catalog.Index { return catalog.Build(tools) }), nil
+	return r.indexes.get(key, size, func() *catalog.Index { return catalog.Build(tools) }), nil
 }
 
 // allTools reads the caller's merged tools/list to its end, as a client
 // listing it would (the request's headers and version go with each page).
 func (r *Router) allTools(ctx context.Context, set *upstream.Set, req *mcp.Request, n *Note) ([]json.RawMessage, error) {
 	var tools []json.RawMessage
-	cursor := json.RawMessage(nil)
+	cursor, size := json.RawMessage(nil), 0
 	for range maxCatalogPages {
 		page := *req
 		page.Method, page.Params, page.Meta = mcp.MethodToolsList, jsonrpc.Object{}, jsonrpc.Object{}
@@ -181,6 +184,9 @@ func (r *Router) allTools(ctx context.Context, set *upstream.Set, req *mcp.Reque
 		if len(tools) > maxCatalogTools {
 			return tools[:maxCatalogTools], nil
 		}
+		if size += len(items); size > maxCatalogBytes {
+			return tools, nil
+		}
 		next, ok := jsonrpc.Member(res, "nextCursor")
 		if !ok {
 			return tools, nil
@@ -191,17 +197,20 @@ func (r *Router) allTools(ctx context.Context, set *upstream.Set, req *mcp.Reque
 }
 
 // indexes keeps the indexes last built, by the digest of their list, the
-// least recently used dropped beyond maxIndexes, or maxKeptTools tools.
+// least recently used dropped beyond maxIndexes, maxKeptTools tools or
+// maxKeptBytes of definitions.
 type indexes struct {
 	mu    sync.Mutex
 	order *list.List // of *indexEntry, most recent first
 	by    map[[sha256.Size]byte]*list.Element
 	tools int // in the kept indexes
+	bytes int // of the definitions they were built from
 }
 
 type indexEntry struct {
-	key [sha256.Size]byte
-	ix  *catalog.Index
+	key  [sha256.Size]byte
+	ix   *catalog.Index
+	size int // bytes of definitions
 }
 
 func newIndexes() *indexes {
@@ -210,7 +219,7 @@ func newIndexes() *indexes {
 
 // get returns the index of key, built (outside the lock) if it is not
 // kept; two callers building the same index at once both build it.
-func (c *indexes) get(key [sha256.Size]byte, build func() *catalog.Index) *catalog.Index {
+func (c *indexes) get(key [sha256.Size]byte, size int, build func() *catalog.Index) *catalog.Index {
 	c.mu.Lock()
 	if e, ok := c.by[key]; ok {
 		c.order.MoveToFront(e)
@@ -222,12 +231,12 @@ func (c *indexes) get(key [sha256.Size]byte, build func() *catalog.Index) *catal
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.by[key]; !ok {
-		c.by[key] = c.order.PushFront(&indexEntry{key, ix})
-		c.tools += ix.Len()
-		for c.order.Len() > maxIndexes || c.tools > maxKeptTools && c.order.Len() > 1 {
+		c.by[key] = c.order.PushFront(&indexEntry{key, ix, size})
+		c.tools, c.bytes = c.tools+ix.Len(), c.bytes+size
+		for c.order.Len() > maxIndexes || (c.tools > maxKeptTools || c.bytes > maxKeptBytes) && c.order.Len() > 1 {
 			old := c.order.Remove(c.order.Back()).(*indexEntry)
 			delete(c.by, old.key)
-			c.tools -= old.ix.Len()
+			c.tools, c.bytes = c.tools-old.ix.Len(), c.bytes-old.size
 		}
 	}
 	return ix

@@ -1,10 +1,12 @@
 package router
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/manifold-mcp/manifold/internal/catalog"
@@ -29,7 +31,7 @@ func TestIndexesBounded(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for list := range 100 {
-		c.get(sha256.Sum256(fmt.Append(nil, list)), build(list))
+		c.get(sha256.Sum256(fmt.Append(nil, list)), 100*len(tools), build(list))
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -44,5 +46,28 @@ func TestIndexesBounded(t *testing.T) {
 	recent := sha256.Sum256(fmt.Append(nil, 99))
 	if _, ok := c.by[recent]; !ok {
 		t.Error("the most recent index was dropped")
+	}
+}
+
+// An upstream sizes its tools' definitions: the kept indexes are bounded
+// in their bytes too, whatever their number of tools. 40 lists of one
+// 4 MiB definition leave at most maxKeptBytes of them kept.
+func TestIndexesBoundedInBytes(t *testing.T) {
+	c := newIndexes()
+	big := fmt.Appendf(nil, `{"name":"big","description":%q,"inputSchema":{"type":"object"}}`, strings.Repeat("word ", 4<<20/5))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for list := range 40 {
+		c.get(sha256.Sum256(fmt.Append(nil, list)), len(big), func() *catalog.Index {
+			return catalog.Build([]json.RawMessage{bytes.Clone(big)})
+		})
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d indexes, %d bytes of definitions, %.1f MiB held", c.order.Len(), c.bytes, float64(held)/(1<<20))
+	if c.bytes > maxKeptBytes || held > 3*maxKeptBytes { // the definitions, and the index's copies of them
+		t.Errorf("%d indexes of %d bytes kept (%.1f MiB held), want at most %d bytes", c.order.Len(), c.bytes, float64(held)/(1<<20), maxKeptBytes)
 	}
 }
