@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,5 +117,37 @@ func TestOAuthGrantOutlivesARedisPause(t *testing.T) {
 	}
 	if s := p.stats(t); s.Reused != 0 || s.Revoked != 0 || s.Authorizations != 1 {
 		t.Errorf("the authorization server saw %+v; want no spent refresh token sent again, no grant revoked, one consent", s)
+	}
+}
+
+// Two replicas serve alice at once, every time her token falls due: only
+// one of them refreshes it, the other waits for the grant it stores, and
+// no refresh token is ever sent twice (oidc-provider, which rotates them,
+// would take a second use for a stolen token and revoke her whole grant).
+func TestOAuthReplicasRefreshOnce(t *testing.T) {
+	is, p, rs := newIssuer(t), startIdP(t, 5*time.Second), redistest.Start(t)
+	extra := fmt.Sprintf("cache: {secret: s3cret-0123456789, redis: {url: %s}}\n", rs.URL())
+	a := idpProxy(t, is, p, "", extra)
+	b := idpProxy(t, is, p, strings.TrimSuffix(a.URL, "/mcp"), extra)
+	alice := is.mint("rsa-1", claims{"sub": "alice"})
+	if got := authorizeAt(t, a.URL, alice, "alice"); got != "you are alice" {
+		t.Fatalf("after consenting: %q", got)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	var failed atomic.Bool
+	for !failed.Load() && p.stats(t).Refreshes < 4 && time.Now().Before(deadline) {
+		var wg sync.WaitGroup
+		for _, r := range []*proxy{a, b, a, b} {
+			wg.Go(func() {
+				if got := whoami(t, r.URL, alice, ""); got.text != "you are alice" && !failed.Swap(true) {
+					t.Errorf("alice was not served: %+v", got)
+				}
+			})
+		}
+		wg.Wait()
+		time.Sleep(150 * time.Millisecond)
+	}
+	if s := p.stats(t); s.Refreshes < 4 || s.Reused != 0 || s.Revoked != 0 || s.Authorizations != 1 {
+		t.Errorf("the authorization server saw %+v; want 4 refreshes or more, no spent refresh token sent again, no grant revoked, one consent", s)
 	}
 }

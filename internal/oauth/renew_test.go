@@ -363,3 +363,56 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// Two replicas sharing a store, whose requests find alice's token due at
+// the same moment: one refresh reaches the server, and both serve the
+// grant it made.
+func TestReplicasShareOneRefresh(t *testing.T) {
+	var mu sync.Mutex
+	refreshes := 0
+	arrived := make(chan struct{}, 2)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		refreshes++
+		mu.Unlock()
+		arrived <- struct{}{}
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"access_token":"a2","token_type":"Bearer","expires_in":3600,"refresh_token":"r2"}`)
+	}))
+	t.Cleanup(srv.Close)
+	store := NewMemoryStore()
+	replica := func() *Client {
+		return New(Options{Upstream: "crm", Resource: srv.URL + "/mcp", Mode: ModeUser, HTTP: srv.Client(), Store: store}, []byte("secret-0123456789"))
+	}
+	a, b := replica(), replica()
+	due := &grant{Access: "a1", Refresh: "r1", Expires: time.Now().Add(30 * time.Second), Resource: srv.URL + "/mcp", Token: srv.URL + "/token",
+		Reg: registration{ClientID: "m", AuthMethod: "none"}, Version: nextVersion(0)}
+	a.keep(context.Background(), "alice", due)
+	got := make(chan *grant, 2)
+	for _, c := range []*Client{a, b} {
+		go func() {
+			g, err := c.current(context.Background(), "alice")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- g
+		}()
+	}
+	<-arrived
+	select {
+	case <-arrived:
+		t.Error("both replicas sent the refresh token")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	for range 2 {
+		if g := <-got; g == nil || g.Access != "a2" {
+			t.Errorf("a replica got %+v; want the refreshed grant, a2", g)
+		}
+	}
+	if refreshes != 1 {
+		t.Errorf("%d refreshes reached the server; want 1", refreshes)
+	}
+}

@@ -183,12 +183,63 @@ func (c *Client) renew(ctx context.Context, principal string, stale *grant) (*gr
 			c.drop(ctx, principal, stale)
 			return (*grant)(nil), nil
 		}
-		return c.refreshed(ctx, principal, stale)
+		return c.leasedRefresh(ctx, principal, stale)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return v.(*grant), nil
+}
+
+// leaseWait is how often a replica waiting for another's refresh looks
+// for the grant it stores.
+const leaseWait = 50 * time.Millisecond
+
+// leasedRefresh refreshes stale, the newest grant known, once for all the
+// replicas sharing the store. The singleflight in renew makes it once per
+// replica; across replicas, the one that takes the lease (a store entry
+// of the grant's version, put only if absent, in one step) refreshes, and
+// the others wait for the grant it stores (or its dropping, when the
+// server refused the refresh: the user is asked again). Without it two replicas whose
+// requests find the token due at once would both send its refresh token,
+// and a server that rotates them takes the second use for a stolen token
+// and revokes the whole grant. Whoever takes the lease looks for a newer
+// grant again first: the lease may be free because its holder is done.
+//
+// A store that cannot be asked cannot say whether another replica is
+// refreshing: a token that is due but not expired still serves (it is
+// refreshed once the store is back, or once it expires); an expired one,
+// or one the upstream refused (a grant not yet due is renewed only then),
+// is refreshed, as no other replica can be waited for.
+func (c *Client) leasedRefresh(ctx context.Context, principal string, stale *grant) (*grant, error) {
+	key, lease := "lease:"+c.grantKey(principal), Versioned{Value: []byte("1"), Version: stale.Version + 1}
+	for {
+		took, err := c.o.Store.Put(ctx, key, lease, refreshTimeout)
+		switch {
+		case err != nil && stale.due(time.Now()) && time.Now().Before(stale.Expires):
+			return stale, nil
+		case err != nil:
+			return c.refreshed(ctx, principal, stale)
+		case took:
+			defer func() { _ = c.o.Store.Drop(context.WithoutCancel(ctx), key, lease.Version) }()
+			if newer := c.newer(ctx, principal, stale); newer != nil {
+				return newer, nil
+			}
+			return c.refreshed(ctx, principal, stale)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for another replica's refresh of the token: %w", ctx.Err())
+		case <-time.After(leaseWait):
+		}
+		switch g, err := c.stored(ctx, principal); {
+		case errors.Is(err, ErrNotFound): // the refresh was refused there, and the grant dropped
+			c.held.remove(principal, stale.Version)
+			return nil, nil
+		case err == nil && g.Version > stale.Version:
+			return g, nil
+		}
+	}
 }
 
 // refreshed asks the token endpoint to refresh stale, the newest grant.
