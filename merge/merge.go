@@ -65,7 +65,11 @@ type Merger struct {
 	// belongs to another upstream: one that already appeared earlier in
 	// the page, or one the Routes of the listing say is another's. The
 	// first upstream's in configuration order is kept. Needed when names
-	// and URIs are not namespaced.
+	// and URIs are not namespaced. The upstreams are then listed one after
+	// the other: the upstreams after one with more pages to come wait for
+	// its end (their page fetched with it is not used), so that an item
+	// is never listed from a later upstream before the earlier one that
+	// owns it has had its say, on the very first listing too.
 	Unique bool
 
 	poolOnce sync.Once
@@ -217,10 +221,15 @@ func (m *Merger) assemble(view string, upstreams []string, pending map[string]st
 	res := &Result{TTLms: -1, Scope: mcp.ScopePublic}
 	next := map[string]string{}
 	seen := map[string]string{}
+	held := false // with Unique, an upstream before has more pages
 	for i, name := range upstreams {
 		cur, ok := pending[name]
 		p := pages[i]
 		if !ok || errors.Is(p.err, ErrNoList) {
+			continue
+		}
+		if held {
+			next[name] = cur
 			continue
 		}
 		if p.err != nil {
@@ -239,6 +248,7 @@ func (m *Merger) assemble(view string, upstreams []string, pending map[string]st
 		res.Chunks = m.appendItems(res.Chunks, p.items, name, method, seen, routes)
 		if p.next != "" {
 			next[name] = p.next
+			held = m.Unique
 		}
 		if res.TTLms < 0 || p.ttlMs < res.TTLms {
 			res.TTLms = p.ttlMs
