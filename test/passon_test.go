@@ -146,6 +146,28 @@ func erringUpstream(t testing.TB) *httpUpstream {
 	}))
 }
 
+// erringLegacyUpstream is a 2025-11-25 server that makes a session, then
+// answers every request with an HTTP 500 whose body names a secret and a
+// host.
+func erringLegacyUpstream(t testing.TB) *httpUpstream {
+	return serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		id, _ := jsonrpc.Member(body, "id")
+		method, _ := jsonrpc.MemberString(body, "method")
+		switch {
+		case method == "initialize":
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Mcp-Session-Id", "s-1")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"resources":{},"tools":{}},"serverInfo":{"name":"old","version":"1"}}}`, id)
+		case strings.HasPrefix(method, "notifications/"):
+			w.WriteHeader(http.StatusAccepted)
+		default:
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, "dial tcp db-primary.internal:5432: connection refused (password=hunter2)")
+		}
+	}))
+}
+
 // An upstream's JSON-RPC error is its answer and passes on, its text
 // included, when its code is one JSON-RPC allows; an invalid code (0, or
 // one in the reserved range that nothing defines) becomes -32603 saying
@@ -174,6 +196,11 @@ func TestUpstreamErrorsTellNoSecrets(t *testing.T) {
 	secretFree("HTTP 500 to a read", post(t, p.URL, headers("resources/read", "u+test://x"), rpcBody(1, "resources/read", `"uri":"u+test://x"`)), "upstream u unavailable (HTTP 500)")
 	secretFree("dial error", callTool(t, p.URL, "gone_x", `{}`), "upstream gone unavailable")
 	secretFree("dial error to a read", post(t, p.URL, headers("resources/read", "gone+test://x"), rpcBody(1, "resources/read", `"uri":"gone+test://x"`)), "upstream gone unavailable")
+	// A legacy server (2025-11-25, a session) that fails the same way once
+	// its session is made is told the same.
+	lp := startProxy(t, "upstreams:"+httpUpstreamYAML("old", erringLegacyUpstream(t).URL, "protocol: 2025-11-25"))
+	secretFree("HTTP 500 from a legacy server to a call", callTool(t, lp.URL, "old_boom", `{}`), "upstream old unavailable (HTTP 500)")
+	secretFree("HTTP 500 from a legacy server to a read", post(t, lp.URL, headers("resources/read", "old+test://x"), rpcBody(1, "resources/read", `"uri":"old+test://x"`)), "upstream old unavailable (HTTP 500)")
 
 	if r := callTool(t, p.URL, "u_app", `{}`); r.Error == nil || r.Error.Code != 42 || r.Error.Message != "quota exceeded for project p" {
 		t.Errorf("an application's own error did not pass as it came: %s", r.Body)
