@@ -1,0 +1,123 @@
+package test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/redistest"
+)
+
+// The connect tool over raw HTTP, as a 2026-07-28 caller sees it: the
+// answers of its call, and what its listen streams are told once its user
+// consented.
+
+// canOpenURLs declares that the caller can be asked to open a URL; noCaps
+// that it can be asked nothing.
+const (
+	canOpenURLs = `{"elicitation":{"url":{}}}`
+	noCaps      = `{}`
+)
+
+// connectCall calls crm_connect as token's caller, declaring caps, with
+// extra params (a retry's).
+func connectCall(t *testing.T, url, token, caps, extra string) *rawResponse {
+	t.Helper()
+	meta := fmt.Sprintf(`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":%s,"io.modelcontextprotocol/clientInfo":{"name":"raw-test","version":"1"}}`, caps)
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"crm_connect","arguments":{}%s,%s}}`, extra, meta)
+	return post(t, url, withToken(headers("tools/call", "crm_connect"), token), body)
+}
+
+// connectAsked is the consent a call of crm_connect asks of a caller that
+// can be asked: the link, and the retry's params.
+func connectAsked(t *testing.T, r *rawResponse) asked {
+	t.Helper()
+	var res struct {
+		ResultType    string `json:"resultType"`
+		InputRequests map[string]struct {
+			Method string `json:"method"`
+			Params struct{ Mode, URL, Message string }
+		} `json:"inputRequests"`
+		RequestState string `json:"requestState"`
+	}
+	r.result(t, &res)
+	if res.ResultType != "input_required" || len(res.InputRequests) != 1 || res.RequestState == "" {
+		t.Fatalf("crm_connect before consent (HTTP %d): %s", r.Status, r.Body)
+	}
+	for k, q := range res.InputRequests {
+		if q.Method != "elicitation/create" || q.Params.Mode != "url" || !strings.Contains(q.Params.URL, "/oauth/connect?state=") || q.Params.Message == "" {
+			t.Fatalf("crm_connect asked %+v", q)
+		}
+		return asked{link: q.Params.URL, key: k, state: res.RequestState}
+	}
+	return asked{}
+}
+
+// connected checks that the retry of a consent given answers that the
+// account is connected.
+func connected(t *testing.T, url, token string, a asked) {
+	t.Helper()
+	var res callResult
+	connectCall(t, url, token, canOpenURLs, a.retry()).result(t, &res)
+	if res.ResultType != "complete" || len(res.Content) != 1 || !strings.Contains(res.Content[0].Text, "connected") {
+		t.Fatalf("crm_connect after consent: %+v", res)
+	}
+}
+
+// listens opens a stream of token's caller on url's tools list changes,
+// acknowledged.
+func listens(t *testing.T, url, token string, id int) *sseStream {
+	t.Helper()
+	s := listen(t, url, id, `{"toolsListChanged":true}`, "Authorization", "Bearer "+token)
+	if s.Status != http.StatusOK {
+		t.Fatalf("listen: HTTP %d", s.Status)
+	}
+	s.expect(t, id, "notifications/subscriptions/acknowledged", "")
+	return s
+}
+
+// Alice and Bob each hold a subscriptions/listen stream; Alice calls
+// crm_connect and consents in the browser: her stream is told, within
+// seconds, that the tools list changed, Bob's is told nothing, and her
+// retry says her account is connected.
+func TestOAuthConnectToldOnListenStream(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	p := oauthProxy(t, is, as, "")
+	alice, bob := is.mint("rsa-1", claims{"sub": "alice"}), is.mint("rsa-1", claims{"sub": "bob"})
+	aliceStream, bobStream := listens(t, p.URL, alice, 7), listens(t, p.URL, bob, 8)
+
+	a := connectAsked(t, connectCall(t, p.URL, alice, canOpenURLs, ""))
+	if status, page := consentAs(t, a.link, "alice-at-crm"); status != http.StatusOK {
+		t.Fatalf("the callback answered %d: %s", status, page)
+	}
+	aliceStream.expect(t, 7, "notifications/tools/list_changed", "")
+	bobStream.quiet(t, 2*time.Second, "bob, who consented to nothing, after alice's consent")
+	connected(t, p.URL, alice, a)
+}
+
+// Two replicas share a Redis: Alice listens on replica a, calls
+// crm_connect there, and the authorization server sends her browser back
+// to the public_url, replica b, whose callback completes the consent. Her
+// stream on a is told the tools list changed all the same (and her stream
+// on b); Bob's stream on a is told nothing.
+func TestOAuthConnectToldAcrossReplicas(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	rs := redistest.Start(t)
+	a, b := twoReplicas(t, is, as, fmt.Sprintf("cache: {secret: s3cret-0123456789, redis: {url: %s}}\n", rs.URL()))
+	alice, bob := is.mint("rsa-1", claims{"sub": "alice"}), is.mint("rsa-1", claims{"sub": "bob"})
+	onA, onB, bobOnA := listens(t, a.URL, alice, 7), listens(t, b.URL, alice, 9), listens(t, a.URL, bob, 8)
+
+	asked := connectAsked(t, connectCall(t, a.URL, alice, canOpenURLs, ""))
+	if !strings.HasPrefix(asked.link, strings.TrimSuffix(b.URL, "/mcp")+"/oauth/connect?") {
+		t.Fatalf("the link %s is not the public_url's (b, %s)", asked.link, b.URL)
+	}
+	if status, page := consentAs(t, asked.link, "alice-at-crm"); status != http.StatusOK {
+		t.Fatalf("b's callback answered %d: %s", status, page)
+	}
+	onB.expect(t, 9, "notifications/tools/list_changed", "")
+	onA.expect(t, 7, "notifications/tools/list_changed", "")
+	bobOnA.quiet(t, 2*time.Second, "bob, on a, after alice's consent on b")
+	connected(t, a.URL, alice, asked)
+}
