@@ -1,6 +1,7 @@
 package test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -120,4 +121,62 @@ func TestOAuthConnectToldAcrossReplicas(t *testing.T) {
 	onA.expect(t, 7, "notifications/tools/list_changed", "")
 	bobOnA.quiet(t, 2*time.Second, "bob, on a, after alice's consent on b")
 	connected(t, a.URL, alice, asked)
+}
+
+// crm_connect's answers before consent, raw: a 2026-07-28 caller that
+// declared no URL elicitation gets -32021 (HTTP 400) naming the
+// capability it lacks and its own consent link; one that declared it is
+// asked input_required, one URL-mode elicitation/create, never -32042;
+// a 2025-11-25 session that cannot be asked gets -32042 with the link.
+// Each link is its caller's: followed, it authorizes that caller, whose
+// crm_connect then completes, and nobody else.
+func TestOAuthConnectToolAnswersRaw(t *testing.T) {
+	is, as := newIssuer(t), newAuthServer(t)
+	p := oauthProxy(t, is, as, "")
+	alice, bob, carol := is.mint("rsa-1", claims{"sub": "alice"}), is.mint("rsa-1", claims{"sub": "bob"}), is.mint("rsa-1", claims{"sub": "carol"})
+
+	r := connectCall(t, p.URL, alice, noCaps, "")
+	r.wantError(t, http.StatusBadRequest, -32021)
+	var data struct {
+		RequiredCapabilities map[string]map[string]any `json:"requiredCapabilities"`
+		URL                  string                    `json:"url"`
+	}
+	if err := json.Unmarshal(r.Error.Data, &data); err != nil || data.RequiredCapabilities["elicitation"]["url"] == nil ||
+		!strings.Contains(data.URL, "/oauth/connect?state=") || !strings.Contains(r.Error.Message, data.URL) {
+		t.Fatalf("-32021 of a caller that cannot be asked: %s", r.Body)
+	}
+	aliceLink := data.URL
+
+	b := connectAsked(t, connectCall(t, p.URL, bob, canOpenURLs, ""))
+	if strings.Contains(string(connectCall(t, p.URL, bob, canOpenURLs, "").Body), "-32042") {
+		t.Errorf("a 2026-07-28 caller was answered -32042")
+	}
+	if b.link == aliceLink || stateOf(t, b.link) == stateOf(t, aliceLink) {
+		t.Fatalf("bob was shown alice's link %s", b.link)
+	}
+
+	h := http.Header(withToken(http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}, carol))
+	init := post(t, p.URL, h, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	h.Set("Mcp-Session-Id", init.Header.Get("Mcp-Session-Id"))
+	h.Set("MCP-Protocol-Version", "2025-11-25")
+	legacy := post(t, p.URL, h, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"crm_connect","arguments":{}}}`)
+	if legacy.Error == nil || legacy.Error.Code != -32042 || !strings.Contains(string(legacy.Error.Data), `"mode":"url"`) ||
+		!strings.Contains(string(legacy.Error.Data), "/oauth/connect?state=") || strings.Contains(string(legacy.Error.Data), stateOf(t, aliceLink)) {
+		t.Errorf("a 2025-11-25 session that cannot be asked: %s", legacy.Body)
+	}
+
+	// Alice's link authorizes Alice: her crm_connect now completes at
+	// once, and Bob is still asked.
+	if status, page := consentAs(t, aliceLink, "alice-at-crm"); status != http.StatusOK {
+		t.Fatalf("alice's consent: the callback answered %d: %s", status, page)
+	}
+	var res callResult
+	connectCall(t, p.URL, alice, noCaps, "").result(t, &res)
+	if res.ResultType != "complete" || len(res.Content) != 1 || !strings.Contains(res.Content[0].Text, "connected") {
+		t.Errorf("alice's crm_connect after her consent: %+v", res)
+	}
+	connectAsked(t, connectCall(t, p.URL, bob, canOpenURLs, ""))
+	if got := whoami(t, p.URL, alice, ""); got.text != "you are alice-at-crm" {
+		t.Errorf("alice's crm_whoami: %+v", got)
+	}
 }
