@@ -1,13 +1,19 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/manifold-mcp/manifold/internal/config"
 	"github.com/manifold-mcp/manifold/internal/redistest"
 )
 
@@ -179,4 +185,83 @@ func TestOAuthConnectToolAnswersRaw(t *testing.T) {
 	if got := whoami(t, p.URL, alice, ""); got.text != "you are alice-at-crm" {
 		t.Errorf("alice's crm_whoami: %+v", got)
 	}
+}
+
+// describedProxy is a Manifold trusting is for its callers, with as's
+// server as its upstream crm (oauth mode user) and extra keys of crm.
+func describedProxy(t *testing.T, is *issuer, as *authServer, extra string) *proxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml := fmt.Sprintf("public_url: http://%s\n%shealth: {probe_interval: 1s}\nupstreams:\n  - name: crm\n    url: %s\n    oauth: {mode: user}\n%s",
+		l.Addr(), is.authYAML(""), as.MCP, extra)
+	cfg, problems := config.Parse([]byte(yaml), os.LookupEnv)
+	if len(problems) > 0 {
+		t.Fatalf("config: %v\n%s", problems, yaml)
+	}
+	return startProxyOn(t, cfg, l)
+}
+
+// connectDescription is the description of crm_connect in the list
+// token's caller is shown, the list holding nothing else.
+func connectDescription(t *testing.T, url, token string) string {
+	t.Helper()
+	r := post(t, url, withToken(headers("tools/list", ""), token), `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+oauthMeta+`}}`)
+	var list struct {
+		Tools []struct{ Name, Description string } `json:"tools"`
+	}
+	r.result(t, &list)
+	if len(list.Tools) != 1 || list.Tools[0].Name != "crm_connect" {
+		t.Fatalf("before consent, the list: %s", r.Body)
+	}
+	return list.Tools[0].Description
+}
+
+// crm_connect's description, from each of its sources in turn: the
+// operator's description key; else the server's name and instructions as
+// its server/discover tells them to a request without a token (the server
+// challenges every other); else a sentence naming the upstream.
+func TestOAuthConnectToolDescription(t *testing.T) {
+	is := newIssuer(t)
+	alice := is.mint("rsa-1", claims{"sub": "alice"})
+	const instructions = "Customers, deals and the notes of every call."
+	described := func(t *testing.T) *authServer {
+		as := newAuthServerOf(t, func(*authServer) http.Handler {
+			s := mcp.NewServer(&mcp.Implementation{Name: "Acme CRM", Version: "7"}, &mcp.ServerOptions{Instructions: instructions})
+			s.AddTool(&mcp.Tool{Name: "whoami", InputSchema: objectSchema(`{}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return textResult("you"), nil
+			})
+			return modernHandler(s)
+		})
+		as.mu.Lock()
+		as.openDiscover = true
+		as.mu.Unlock()
+		return as
+	}
+
+	t.Run("key", func(t *testing.T) {
+		p := describedProxy(t, is, described(t), "    description: Our customer records, in Acme.\n")
+		time.Sleep(1500 * time.Millisecond) // a knock or more, which the key outranks
+		if got := connectDescription(t, p.URL, alice); got != "Our customer records, in Acme." {
+			t.Errorf("with a description key: %q", got)
+		}
+	})
+	t.Run("discover", func(t *testing.T) {
+		p := describedProxy(t, is, described(t), "")
+		eventually(t, 5*time.Second, func() error {
+			if got := connectDescription(t, p.URL, alice); !strings.Contains(got, "Acme CRM: "+instructions) || !strings.Contains(got, "crm") {
+				return fmt.Errorf("learnt from server/discover: %q", got)
+			}
+			return nil
+		})
+	})
+	t.Run("neither", func(t *testing.T) {
+		p := describedProxy(t, is, newAuthServer(t), "")
+		time.Sleep(1500 * time.Millisecond) // a knock or more, answered 401
+		if got := connectDescription(t, p.URL, alice); !strings.HasPrefix(got, "Connect your crm account to Manifold.") {
+			t.Errorf("with nothing to tell: %q", got)
+		}
+	})
 }
