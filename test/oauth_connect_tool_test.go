@@ -265,3 +265,56 @@ func TestOAuthConnectToolDescription(t *testing.T) {
 		}
 	})
 }
+
+// Per-principal lists are each principal's own: Alice consented and her
+// lists hold crm's tool, prompt and resource, which the server says
+// are fresh for a minute, private; Bob, who consented to
+// nothing, lists after her and is shown crm_connect alone, and not one
+// name, URI or description of hers, whatever the list.
+func TestOAuthListsAreThePrincipalsOwn(t *testing.T) {
+	is := newIssuer(t)
+	as := newAuthServerOf(t, func(*authServer) http.Handler {
+		// Lists a minute fresh, each for its own user's token.
+		s := mcp.NewServer(&mcp.Implementation{Name: "crm", Version: "1"}, &mcp.ServerOptions{
+			SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.TTLMs, c.CacheScope = 60_000, "private" },
+		})
+		s.AddTool(&mcp.Tool{Name: "whoami", InputSchema: objectSchema(`{}`)}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return textResult("you are " + req.Extra.Header.Get("X-Token-User")), nil
+		})
+		s.AddPrompt(&mcp.Prompt{Name: "acme-renewal-pitch", Description: "the Acme renewal"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{}, nil
+		})
+		s.AddResource(&mcp.Resource{URI: "crm://deals/acme-renewal", Name: "acme-renewal-deal"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "crm://deals/acme-renewal", Text: "1M"}}}, nil
+		})
+		s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "crm://accounts/{acmeAccount}", Name: "acme-accounts"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{}, nil
+		})
+		return modernHandler(s)
+	})
+	p := oauthProxy(t, is, as, "")
+	alice, bob := is.mint("rsa-1", claims{"sub": "alice"}), is.mint("rsa-1", claims{"sub": "bob"})
+	if got := authorize(t, p.URL, alice, "alice-at-crm"); got != "you are alice-at-crm" {
+		t.Fatalf("alice after consent: %q", got)
+	}
+	lists := []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+	list := func(token, method string) string {
+		return string(post(t, p.URL, withToken(headers(method, ""), token), `{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":{`+oauthMeta+`}}`).Body)
+	}
+	var hers string
+	for _, m := range lists {
+		hers += list(alice, m)
+	}
+	for _, name := range []string{"crm_whoami", "acme-renewal-pitch", "acme-renewal-deal", "acme-accounts"} {
+		if !strings.Contains(hers, name) {
+			t.Fatalf("alice's lists hold no %s: %s", name, hers)
+		}
+	}
+	connectDescription(t, p.URL, bob) // crm_connect alone
+	for _, m := range lists {
+		body := list(bob, m)
+		if strings.Contains(body, "acme") || strings.Contains(body, "whoami") {
+			t.Errorf("bob's %s shows what alice's holds: %s", m, body)
+		}
+	}
+}
