@@ -56,6 +56,10 @@ type authServer struct {
 	dpop *dpopServer
 
 	registrations int // the dynamic registrations it answered
+	// openDiscover, when set, has the MCP server answer server/discover
+	// to anyone, as a server that tells what it is before its user signs
+	// in does; every other request still needs a token.
+	openDiscover bool
 }
 
 type authCode struct {
@@ -226,7 +230,12 @@ func (a *authServer) protect(h http.Handler) http.Handler {
 		a.mu.Lock()
 		user, ok := a.access[tok]
 		a.seen = append(a.seen, tok)
+		open := a.openDiscover && r.Header.Get("Mcp-Method") == "server/discover"
 		a.mu.Unlock()
+		if open {
+			h.ServeHTTP(w, r)
+			return
+		}
 		if !ok && a.dpop != nil {
 			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`DPoP error="invalid_token", algs="ES256", resource_metadata=%q`, metadata))
 			http.Error(w, "unauthorized", http.StatusUnauthorized)

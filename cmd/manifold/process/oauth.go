@@ -60,6 +60,12 @@ type oauthClients struct {
 	// connected is told of each consent completed (the process sets it
 	// before it serves: the hub tells the principal's streams).
 	connected func(upstream, principal string)
+
+	// replicas carries the consents completed between the replicas that
+	// share the store's Redis (nil without one): a user's browser comes
+	// back to whichever replica public_url reaches, while the caller's
+	// streams may be open on any.
+	replicas *consentBus
 }
 
 // pageLimit is the limit of each client address on the callback and the
@@ -85,7 +91,9 @@ func newOAuthClients(cfg *config.Config, base string, log *slog.Logger) (*oauthC
 				log.Info("oauth: the token store (Redis) recovered")
 			}
 		})
-		o.store, o.rdb = oauth.NewRedisStore(r.Client, r.Prefix+"oauth:", max(r.Timeout, 500*time.Millisecond), brk)
+		timeout := max(r.Timeout, 500*time.Millisecond)
+		o.store, o.rdb = oauth.NewRedisStore(r.Client, r.Prefix+"oauth:", timeout, brk)
+		o.replicas = newConsentBus(o.rdb, r.Client, r.Prefix+"oauth:connected", timeout, log)
 		return o, nil
 	}
 	if dir := cfg.StateDirectory(); dir != "" && hasOAuth(cfg) {
@@ -140,9 +148,31 @@ func (c *oauthClients) keepIn(cfg *config.Config, dir string) {
 // grants its store has not taken.
 const closeTimeout = 2 * time.Second
 
+// consented tells the hub of a consent completed on this replica, and
+// the other replicas, whose hubs tell the principal's streams open there.
+func (c *oauthClients) consented(upstream, principal string) {
+	if c.connected != nil {
+		c.connected(upstream, principal)
+	}
+	if c.replicas != nil {
+		c.replicas.publish(upstream, principal)
+	}
+}
+
+// listenReplicas tells the hub (connected) of the consents completed on
+// the other replicas, until close.
+func (c *oauthClients) listenReplicas() {
+	if c.replicas != nil && c.connected != nil {
+		c.replicas.listen(c.connected)
+	}
+}
+
 // close closes the store's Redis client; the clients closed with their
 // upstreams before (closeAll).
 func (c *oauthClients) close() error {
+	if c.replicas != nil {
+		c.replicas.stop()
+	}
 	if c.rdb != nil {
 		return c.rdb.Close()
 	}
@@ -179,11 +209,7 @@ func (c *oauthClients) wire(uc config.Upstream, o *upstream.Options) error {
 		ClientID: uc.OAuth.ClientID, ClientSecret: uc.OAuth.ClientSecret, PrivateKey: key,
 		MetadataURL: uc.OAuth.ClientMetadataURL, Scopes: uc.OAuth.Scopes,
 		RedirectURI: c.base + config.CallbackPath, ConnectURI: c.base + config.ConnectPath, HTTP: hc, Store: c.store, Logger: c.log,
-		Connected: func(principal string) {
-			if c.connected != nil {
-				c.connected(uc.Name, principal)
-			}
-		},
+		Connected:     func(principal string) { c.consented(uc.Name, principal) },
 		TokenEndpoint: uc.OAuth.TokenEndpoint, Audience: uc.OAuth.Audience, IdP: idpOf(uc.OAuth), AssertionFile: uc.OAuth.AssertionFile,
 	}, c.secret)
 	o.Authorize, o.OAuth = client.Transport, client

@@ -142,6 +142,7 @@ func (p *Process) newDispatcher(ns namespace.Namespace) *frontend.Dispatcher {
 	p.hubReady.Store(p.hub)
 	if p.oauth != nil {
 		p.oauth.connected = tellHub(p.hub)
+		p.oauth.listenReplicas()
 	}
 	rt := router.New(router.Options{
 		Upstreams: p.upstreams,
