@@ -27,6 +27,11 @@ type desktopHost struct {
 	cfgPath string
 	env     []string
 	user    string
+	// consent is the browser: consentAs (the test authorization server)
+	// when nil, consentAt for oidc-provider.
+	consent func(t *testing.T, link, user string) (int, string)
+	// changed, when not nil, receives notifications/tools/list_changed.
+	changed chan struct{}
 
 	mu    sync.Mutex
 	links []string
@@ -45,11 +50,21 @@ func (h *desktopHost) connect(ctx context.Context, version string) *mcp.ClientSe
 			if req.Params.Mode != "url" {
 				return &mcp.ElicitResult{Action: "decline"}, nil
 			}
-			if status, page := consentAs(h.t, req.Params.URL, h.user); status != 200 || !strings.Contains(page, "Authorized") {
+			consent := h.consent
+			if consent == nil {
+				consent = consentAs
+			}
+			if status, page := consent(h.t, req.Params.URL, h.user); status != 200 || !strings.Contains(page, "Authorized") {
 				h.t.Errorf("the consent ended %d: %s", status, page)
 				return &mcp.ElicitResult{Action: "decline"}, nil
 			}
 			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case h.changed <- struct{}{}:
+			default: // nil, or full: one is enough to tell
+			}
 		},
 	})
 	cmd := exec.Command(manifoldBin, "stdio", "--config", h.cfgPath)

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
+
+	"github.com/manifold-mcp/manifold/internal/loopback"
 )
 
 // registration is the client's registration with one authorization server:
@@ -24,6 +27,10 @@ type registration struct {
 	// made): only the registration found dead is forgotten, never one
 	// made again since.
 	Version int64 `json:"ver,omitempty"`
+	// Native is true for a registration as a native application (see
+	// native): one kept from before Manifold registered so is
+	// not used for a loopback redirect URI, whose port then varies.
+	Native bool `json:"native,omitempty"`
 }
 
 // register returns the client's registration with as, in the order the
@@ -42,7 +49,7 @@ func (c *Client) register(ctx context.Context, as *serverMetadata) (registration
 	}
 	key := c.registrationKey(as.Issuer)
 	var reg registration
-	if err := c.load(ctx, key, "", &reg); err == nil {
+	if err := c.load(ctx, key, "", &reg); err == nil && reg.Native == c.native() {
 		return reg, nil
 	}
 	reg, err := c.registerDynamically(ctx, as)
@@ -92,12 +99,30 @@ func (c *Client) authMethod(as *serverMetadata, secret bool) string {
 	return "client_secret_basic"
 }
 
-// registerDynamically registers with RFC 7591, as a web application whose
-// redirect is Manifold's callback.
+// native reports whether Manifold registers as a native application: when
+// its callback is an http URL of a loopback host, that of manifold stdio
+// (or of a Manifold on its user's machine). manifold stdio listens on a
+// port the system picks at each start, and keeps its registration across
+// starts (FileStore): an authorization server accepts any port of a
+// native client's loopback redirect URI (RFC 8252 §7.3, as
+// OpenID Connect Dynamic Registration's application_type "native" asks),
+// but only the exact URI registered by a web one, which would refuse
+// every consent after the first start's.
+func (c *Client) native() bool {
+	u, err := url.Parse(c.o.RedirectURI)
+	return err == nil && u.Scheme == "http" && loopback.Host(u.Hostname())
+}
+
+// registerDynamically registers with RFC 7591, as an application whose
+// redirect is Manifold's callback: native on a loopback host, else web.
 func (c *Client) registerDynamically(ctx context.Context, as *serverMetadata) (registration, error) {
 	method := "none"
 	if m := as.TokenEndpointAuthMethodsSupported; len(m) > 0 && !slices.Contains(m, "none") {
 		method = c.authMethod(as, true)
+	}
+	appType := "web"
+	if c.native() {
+		appType = "native"
 	}
 	body, _ := json.Marshal(map[string]any{
 		"client_name":                c.o.ClientName,
@@ -105,7 +130,7 @@ func (c *Client) registerDynamically(ctx context.Context, as *serverMetadata) (r
 		"grant_types":                []string{"authorization_code", "refresh_token"},
 		"response_types":             []string{"code"},
 		"token_endpoint_auth_method": method,
-		"application_type":           "web",
+		"application_type":           appType,
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, as.RegistrationEndpoint, bytes.NewReader(body))
 	if err != nil {
@@ -130,7 +155,7 @@ func (c *Client) registerDynamically(ctx context.Context, as *serverMetadata) (r
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetadataBytes)).Decode(&r); err != nil || r.ClientID == "" {
 		return registration{}, fmt.Errorf("registering with %s: no client_id in the answer", as.Issuer)
 	}
-	reg := registration{Issuer: as.Issuer, ClientID: r.ClientID, ClientSecret: r.ClientSecret, AuthMethod: r.AuthMethod}
+	reg := registration{Issuer: as.Issuer, ClientID: r.ClientID, ClientSecret: r.ClientSecret, AuthMethod: r.AuthMethod, Native: c.native()}
 	if reg.AuthMethod == "" {
 		reg.AuthMethod = method
 		if r.ClientSecret != "" && method == "none" {

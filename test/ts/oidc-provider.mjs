@@ -9,7 +9,9 @@
 // The user is whoever the browser names in the X-Test-User header: the
 // login and consent interactions complete at once for them. GET
 // /test/stats tells what the server saw (refreshes, reuses of a spent
-// refresh token, grants revoked). It prints its issuer URL on its first
+// refresh token, grants revoked); POST /test/revoke revokes every grant
+// it has given, as a user does from their account's page at the
+// server (the refresh tokens then refused). It prints its issuer URL on its first
 // line once it listens on 127.0.0.1 (PORT, else a free port).
 //
 // Environment: RESOURCE (the protected MCP server's URL), ACCESS_TTL
@@ -29,6 +31,7 @@ const { privateKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' })
 const jwk = { ...privateKey.export({ format: 'jwk' }), kid: 'test-1', alg: 'ES256', use: 'sig' };
 
 const stats = { authorizations: 0, refreshes: 0, reused: 0, revoked: 0 };
+const grants = new Set(); // the ids of the grants given, for /test/revoke
 
 const server = http.createServer();
 server.listen(Number(process.env.PORT || 0), '127.0.0.1', () => {
@@ -67,6 +70,7 @@ server.listen(Number(process.env.PORT || 0), '127.0.0.1', () => {
     if (err.error_description === 'refresh token already used') stats.reused++;
   });
   provider.on('grant.revoked', () => { stats.revoked++; });
+  provider.on('grant.saved', (grant) => { grants.add(grant.jti); });
 
   const callback = provider.callback();
   server.on('request', async (req, res) => {
@@ -74,6 +78,20 @@ server.listen(Number(process.env.PORT || 0), '127.0.0.1', () => {
       if (req.url === '/test/stats') {
         res.setHeader('Content-Type', 'application/json');
         res.end(JSON.stringify(stats));
+        return;
+      }
+      if (req.url === '/test/revoke' && req.method === 'POST') {
+        let revoked = 0;
+        for (const id of grants) {
+          const grant = await provider.Grant.find(id);
+          if (grant) {
+            await grant.destroy();
+            revoked++;
+          }
+        }
+        grants.clear();
+        res.setHeader('Content-Type', 'application/json');
+        res.end(JSON.stringify({ revoked }));
         return;
       }
       if (req.url.startsWith('/interaction/')) {
