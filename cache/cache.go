@@ -30,7 +30,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,6 +45,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/mcp"
 	"github.com/manifold-mcp/manifold/internal/mcptrace"
+	"github.com/manifold-mcp/manifold/internal/redisbus"
 	"github.com/manifold-mcp/manifold/internal/seal"
 )
 
@@ -227,9 +227,7 @@ func New(o Options) (*Cache, error) {
 		close(c.done)
 		return c, nil
 	}
-	origin := make([]byte, 8)
-	_, _ = rand.Read(origin)
-	c.redis = newRedisTier(*o.Redis, c.maxTTL+c.grace+time.Minute, o.Logger, hex.EncodeToString(origin))
+	c.redis = newRedisTier(*o.Redis, c.maxTTL+c.grace+time.Minute, o.Logger, redisbus.NewOrigin())
 	if o.Redis.EncryptPrivate {
 		c.redis.sealer = seal.New(o.Secret, "manifold private entry ")
 	}

@@ -120,8 +120,8 @@ func (c *Client) registerDynamically(ctx context.Context, as *serverMetadata) (r
 	if m := as.TokenEndpointAuthMethodsSupported; len(m) > 0 && !slices.Contains(m, "none") {
 		method = c.authMethod(as, true)
 	}
-	appType := "web"
-	if c.native() {
+	native, appType := c.native(), "web"
+	if native {
 		appType = "native"
 	}
 	body, _ := json.Marshal(map[string]any{
@@ -155,7 +155,7 @@ func (c *Client) registerDynamically(ctx context.Context, as *serverMetadata) (r
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetadataBytes)).Decode(&r); err != nil || r.ClientID == "" {
 		return registration{}, fmt.Errorf("registering with %s: no client_id in the answer", as.Issuer)
 	}
-	reg := registration{Issuer: as.Issuer, ClientID: r.ClientID, ClientSecret: r.ClientSecret, AuthMethod: r.AuthMethod, Native: c.native()}
+	reg := registration{Issuer: as.Issuer, ClientID: r.ClientID, ClientSecret: r.ClientSecret, AuthMethod: r.AuthMethod, Native: native}
 	if reg.AuthMethod == "" {
 		reg.AuthMethod = method
 		if r.ClientSecret != "" && method == "none" {

@@ -14,11 +14,21 @@ package redisbus
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// NewOrigin names this replica in the messages it publishes, so that it
+// can skip its own when they come back to it.
+func NewOrigin() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
 
 // Bus is one channel of one Redis deployment.
 type Bus struct {

@@ -2,8 +2,6 @@ package process
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"sync"
@@ -39,9 +37,7 @@ type consentMessage struct {
 }
 
 func newConsentBus(rdb redis.UniversalClient, opts redis.UniversalOptions, channel string, timeout time.Duration, log *slog.Logger) *consentBus {
-	origin := make([]byte, 8)
-	_, _ = rand.Read(origin)
-	return &consentBus{bus: redisbus.Bus{Client: rdb, Options: &opts, Channel: channel}, origin: hex.EncodeToString(origin), timeout: timeout, log: log}
+	return &consentBus{bus: redisbus.Bus{Client: rdb, Options: &opts, Channel: channel}, origin: redisbus.NewOrigin(), timeout: timeout, log: log}
 }
 
 // publish tells the other replicas that principal consented to upstream.
